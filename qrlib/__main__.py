@@ -1,0 +1,53 @@
+"""Command line: ``python -m qrlib run PROFILE`` and ``python -m qrlib baseline``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from qrlib.errors import QrlibError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m qrlib", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="execute the notebooks with a parameter profile")
+    run.add_argument("profile", help="params/<name>.yaml (or just the name)")
+    run.add_argument("--only", action="append", default=None, metavar="NN",
+                     help="run only this notebook (number or full name); repeatable")
+    run.add_argument("--resume", action="store_true",
+                     help="skip notebooks whose outputs are complete for these parameters")
+    run.add_argument("--log-output", action="store_true", help="stream notebook output")
+    base = sub.add_parser("baseline", help="raw-query metrics of one dataset")
+    base.add_argument("--dataset", required=True, help="dataset name or BEIR folder path")
+    base.add_argument("--retriever", default="bm25", help="bm25 | bm25-ref | dense")
+    base.add_argument("--split", default="test")
+    base.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub.add_parser("build-notebooks", help="regenerate notebooks/*.ipynb from notebooks/src")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "run":
+            from qrlib.workbook import run_profile
+
+            run_profile(args.profile, only=args.only, resume=args.resume,
+                        log_output=args.log_output)
+        elif args.cmd == "baseline":
+            from qrlib.baseline import baseline_main
+
+            baseline_main(args.dataset, args.retriever, args.split, as_json=args.json)
+        elif args.cmd == "build-notebooks":
+            from qrlib.workbook import build_notebooks
+
+            for p in build_notebooks():
+                print(p)
+    except QrlibError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Shared test fixtures."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The offline BEIR copies beside the checkout (CI has them too)."""
+    if not SHARED_DATA.exists():
+        pytest.fail(f"offline data missing at {SHARED_DATA}; set QRLIB_DATA")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
