@@ -338,7 +338,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         marker = run_dir / "done" / f"{name}.json"
         if resume and marker.exists() and load_json(marker).get("hash") == fingerprint:
             print(f"[qrlib] {name}: complete, skipped (--resume)", flush=True)
-            rows.append({"notebook": name, "status": "skipped", **load_json(marker)})
+            rows.append({**load_json(marker), "notebook": name, "status": "skipped"})
             continue
         marker.unlink(missing_ok=True)
         out_nb = run_dir / "notebooks" / f"{name}.ipynb"
@@ -372,8 +372,9 @@ def _append_timing(path: Path, row: Mapping[str, Any]) -> None:
     import pandas as pd
 
     cols = ["notebook", "status", "wall_s", "peak_rss_mb", "hash", "finished"]
-    old = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=cols)
-    new = pd.concat([old, pd.DataFrame([{c: row.get(c) for c in cols}])], ignore_index=True)
+    new = pd.DataFrame([{c: row.get(c) for c in cols}])
+    if path.exists():
+        new = pd.concat([pd.read_csv(path), new], ignore_index=True)
     atomic_write(path, new.to_csv(index=False))
 
 
