@@ -87,7 +87,8 @@ class Tokenizer:
 
     It wraps :func:`bm25s.tokenize` with ``return_ids=False`` so both engines see exactly the
     same token lists. ``stemmer=None`` or ``stopwords=None`` switch either step off;
-    ``stopwords`` may be a bm25s language code (``"en"``) or a list of words.
+    ``stopwords`` may be a bm25s language code (``"en"``: the 33-word Lucene/Pyserini English
+    list, which keeps words such as "were") or a list of words.
     """
 
     def __init__(self, stemmer: str | None = "english", stopwords: str | Sequence[str] | None = "en",

@@ -1,0 +1,212 @@
+"""qrlib.data / qrlib.loaders: counts from PROVENANCE.md, lookup order, errors, subsets."""
+from __future__ import annotations
+
+import pytest
+
+from qrlib import data as qdata
+from qrlib.data import (Dataset, add_distractor_corpora, ir_datasets_id, load_dataset,
+                        load_spider, subset)
+from qrlib.errors import QrlibError
+from qrlib.loaders import chunk_text, load_multihop_rag, topiocqa_query
+
+WORDS = lambda s: len(s.split())  # noqa: E731 - a transparent token counter for hand checks
+
+
+# ------------------------------------------------------------------ offline collections
+# (docs, queries in split, qrels lines) as stated in each folder's PROVENANCE.md
+EXPECTED = {
+    ("scifact", "test"): (5183, 300, 339), ("scifact", "train"): (5183, 809, 919),
+    ("nfcorpus", "test"): (3633, 323, 12334), ("nfcorpus", "dev"): (3633, 324, 11385),
+    ("hotpotqa-mini", "test"): (4858, 167, 334), ("hotpotqa-mini", "train"): (4858, 333, 666),
+    ("hotpotqa-large", "test"): (9171, 315, 630),
+    ("2wikimultihopqa-mini", "test"): (8651, 516, 1284),
+    ("2wikimultihopqa-mini", "train"): (8651, 948, 2356),
+}
+
+
+@pytest.mark.parametrize("name,split", sorted(EXPECTED))
+def test_offline_counts_match_provenance(shared_data, name, split):
+    ds = load_dataset(name, split, data_dir=shared_data)
+    docs, nq, nqrels = EXPECTED[(name, split)]
+    assert (len(ds.corpus), len(ds.queries), sum(map(len, ds.qrels.values()))) == (docs, nq, nqrels)
+    assert set(ds.queries) == set(ds.qrels)
+    assert all(d in ds.corpus for rs in ds.qrels.values() for d in rs)
+
+
+@pytest.mark.parametrize("name", ["hotpotqa-mini", "hotpotqa-large", "2wikimultihopqa-mini"])
+def test_multihop_split_metadata_agrees_with_qrels(shared_data, name):
+    ds = load_dataset(name, "test", data_dir=shared_data)
+    assert ds.meta["metadata_split_mismatch"] == 0
+    assert all(m["split"] == "test" for m in ds.query_meta.values())
+
+
+def test_hotpot_metadata_types(shared_data):
+    ds = load_dataset("hotpotqa-large", "train", data_dir=shared_data)
+    types = {m["type"] for m in ds.query_meta.values()}
+    assert types <= {"bridge", "comparison", None} and "bridge" in types
+
+
+def test_doc_text_joins_title_and_text(fixtures_dir):
+    ds = load_dataset(fixtures_dir / "foundation" / "tiny-beir")
+    assert ds.doc_text("d3") == "Cherry date elderberry fig grape"
+    assert ds.doc_text("d1") == "apple banana apple"
+
+
+# ------------------------------------------------------------------ lookup and errors
+def test_beir_folder_path_works_as_name(fixtures_dir):
+    ds = load_dataset(str(fixtures_dir / "foundation" / "tiny-beir"), "test")
+    assert ds.name == "tiny-beir"
+    assert sorted(ds.queries) == ["q1", "q2"]  # q3 is train, q4 has no qrels
+    assert ds.qrels["q2"] == {"d2": 2, "d3": 1, "d4": 0}
+
+
+def test_qrlib_data_env(monkeypatch, fixtures_dir, tmp_path):
+    monkeypatch.setenv("QRLIB_DATA", str(fixtures_dir / "foundation"))
+    monkeypatch.chdir(tmp_path)
+    ds = load_dataset("tiny-beir", "train")
+    assert list(ds.queries) == ["q3"]
+
+
+def test_unknown_dataset_one_line_error_names_places(monkeypatch, tmp_path):
+    monkeypatch.setenv("QRLIB_DATA", str(tmp_path))
+    with pytest.raises(QrlibError) as exc:
+        load_dataset("no-such-set")
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert str(tmp_path / "no-such-set") in msg and "ir_datasets" in msg
+
+
+def test_missing_split_and_missing_path(shared_data, tmp_path):
+    with pytest.raises(QrlibError, match="available splits: test, train"):
+        load_dataset("scifact", "dev", data_dir=shared_data)
+    with pytest.raises(QrlibError, match="does not exist"):
+        load_dataset(str(tmp_path / "nothing-here"))
+    with pytest.raises(QrlibError):
+        load_dataset("")
+
+
+def test_ir_datasets_mapping_without_network():
+    assert ir_datasets_id("scifact", "test") == "beir/scifact/test"
+    assert ir_datasets_id("nfcorpus", "dev") == "beir/nfcorpus/dev"
+    assert ir_datasets_id("hotpotqa", "test") == "beir/hotpotqa/test"
+    assert ir_datasets_id("hotpotqa-mini", "test") is None
+    assert ir_datasets_id("beir/fiqa/dev", "test") == "beir/fiqa/dev"
+
+
+def test_falls_back_to_ir_datasets(monkeypatch, tmp_path):
+    calls = []
+
+    def fake(ds_id, name=None):
+        calls.append(ds_id)
+        return Dataset(name, {"d": {"title": "", "text": "x"}}, {"q": "x"}, {"q": {"d": 1}})
+
+    monkeypatch.setattr(qdata, "load_ir_datasets", fake)
+    monkeypatch.setenv("QRLIB_DATA", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    ds = load_dataset("hotpotqa", "test", data_dir=tmp_path)
+    assert calls == ["beir/hotpotqa/test"] and ds.queries == {"q": "x"}
+
+
+# ------------------------------------------------------------------ subsets, pooling
+def test_subset_keeps_judged_docs_and_is_seeded(shared_data):
+    ds = load_dataset("scifact", data_dir=shared_data)
+    a = subset(ds, n_queries=25, n_distractors=200, seed=1)
+    b = subset(ds, n_queries=25, n_distractors=200, seed=1)
+    c = subset(ds, n_queries=25, n_distractors=200, seed=2)
+    assert a.queries == b.queries and a.corpus.keys() == b.corpus.keys()
+    assert a.queries != c.queries
+    judged = {d for q in a.qrels for d in a.qrels[q]}
+    assert judged <= set(a.corpus)
+    assert len(a.corpus) == len(judged) + 200
+    assert len(a.queries) == 25
+
+
+def test_subset_bad_input(shared_data):
+    ds = load_dataset("scifact", data_dir=shared_data)
+    with pytest.raises(QrlibError):
+        subset(ds, n_queries=0)
+    with pytest.raises(QrlibError):
+        subset(ds, qids=["not-a-query"])
+
+
+def test_pooled_multihop_corpus(shared_data):
+    ds = load_dataset("hotpotqa-mini", extra_corpora=["2wikimultihopqa-mini", "hotpotqa-large"],
+                      data_dir=shared_data)
+    # 4,858 own + 8,651 2Wiki (disjoint 2w_ ids) + 9,171 - 4,858 hotpotqa-large (superset)
+    assert len(ds.corpus) == 4858 + 8651 + (9171 - 4858)
+    assert ds.meta["extra_corpora_shared_ids"] == {"2wikimultihopqa-mini": 0,
+                                                   "hotpotqa-large": 4858}
+    assert len(ds.queries) == 167
+
+
+def test_pooling_conflicting_ids_raises(fixtures_dir):
+    tiny = load_dataset(fixtures_dir / "foundation" / "tiny-beir")
+    with pytest.raises(QrlibError, match="different text"):
+        add_distractor_corpora(tiny, [str(fixtures_dir / "foundation" / "conflict-beir")])
+
+
+# ------------------------------------------------------------------ Spider
+def test_spider_skips_missing_wta_1(shared_data):
+    sp = load_spider(shared_data / "spider-dev")
+    assert sp.skipped == {"wta_1": 62}
+    assert len(sp.examples) == 1034 - 62
+    assert sp.meta["missing_databases"] == ["wta_1"] and len(sp.db_paths) == 19
+    ex = sp.examples[0]
+    rows = sp.execute(ex["db_id"], ex["query"])
+    assert isinstance(rows, list)
+    assert "CREATE TABLE" in sp.schema_text(ex["db_id"])
+
+
+def test_spider_found_by_lookup(shared_data):
+    assert load_spider(shared_data).meta["n_databases"] == 20
+
+
+# ------------------------------------------------------------------ MultiHop-RAG, TopiOCQA
+def test_chunk_text_overlap_by_hand():
+    text = "One two three four. Five six seven. Eight nine ten eleven twelve."
+    # sentences of 4, 3, 5 words; size 8 overlap 3: [s1+s2], then [s2 (3 <= 3) + s3]
+    assert chunk_text(text, 8, 3, WORDS) == ["One two three four. Five six seven.",
+                                             "Five six seven. Eight nine ten eleven twelve."]
+    assert chunk_text(text, 100, 0, WORDS) == [text]
+    with pytest.raises(QrlibError):
+        chunk_text(text, 10, 10, WORDS)
+
+
+def test_multihop_rag_fixture(fixtures_dir):
+    ds = load_multihop_rag(fixtures_dir / "foundation" / "multihop-rag", chunk_size=12,
+                           chunk_overlap=4, count_tokens=WORDS)
+    # article 1 sentences: 10, 5, 3, 6 words -> [s1], [s2 s3], [s3 s4]; article 2: one chunk
+    assert [c["text"] for c in ds.corpus.values()][:3] == [
+        "Acme reported a record profit in the third quarter.",
+        "The company sold many widgets. Analysts expected less.",
+        "Analysts expected less. Shares rose ten percent on Monday."]
+    assert len(ds.corpus) == 4
+    assert ds.meta["skipped_null_queries"] == 1 and len(ds.queries) == 2
+    q0 = ds.qrels["mhq0000"]
+    assert q0 == {"mh0000_c002": 1, "mh0001_c000": 1}
+    # paraphrased fact -> the chunk with the largest word overlap ("company", "sold", ...)
+    assert ds.qrels["mhq0002"] == {"mh0000_c001": 1}
+    assert ds.meta["subtopic_qrels"]["mhq0000"] == {"e0": {"mh0000_c002": 1},
+                                                    "e1": {"mh0001_c000": 1}}
+    assert ds.query_meta["mhq0000"]["question_type"] == "comparison_query"
+
+
+def test_multihop_rag_missing_files(tmp_path):
+    with pytest.raises(QrlibError, match="corpus.json"):
+        load_multihop_rag(tmp_path)
+
+
+def test_topiocqa_fixture(fixtures_dir):
+    ds = load_dataset("topiocqa", "test", data_dir=fixtures_dir / "foundation")
+    assert ds.queries["1_2"] == ("who won the fa cup in 2005? [SEP] Arsenal [SEP] "
+                                 "how many league titles do they have?")
+    assert ds.qrels == {"1_1": {"101": 1}, "1_2": {"202": 1}, "2_1": {"303": 1}}
+    assert len(ds.corpus) == 4  # full_wiki_segments.tsv, including the non-gold passage
+    assert ds.query_meta["1_2"]["topic_shift"] is True
+    assert ds.query_meta["2_1"]["topic_shift"] is False
+    assert topiocqa_query(["q1", "a1", "q2", "a2"], "q3", max_history=2) == "q2 [SEP] a2 [SEP] q3"
+
+
+def test_topiocqa_without_offline_copy(tmp_path):
+    with pytest.raises(QrlibError, match="no offline copy"):
+        load_dataset("topiocqa", data_dir=tmp_path)

@@ -1,0 +1,134 @@
+"""qrlib.retrieval: hand-computed BM25 scores, engine agreement, bad input, dense retrieval."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from qrlib.data import load_dataset, subset
+from qrlib.errors import QrlibError
+from qrlib.metrics import evaluate
+from qrlib.retrieval import (BM25Retriever, DenseRetriever, Retriever, Tokenizer,
+                             build_retriever, run_queries)
+
+# d1 "apple banana apple" (3 tokens), d2 "banana cherry" (2), d3 "Cherry date elderberry
+# fig grape" (5), d4 "kiwi lemon mango" (3): N = 4, avgdl = 13/4
+CORPUS = {"d1": {"title": "", "text": "apple banana apple"},
+          "d2": {"title": "", "text": "banana cherry"},
+          "d3": {"title": "Cherry", "text": "date elderberry fig grape"},
+          "d4": {"title": "", "text": "kiwi lemon mango"}}
+K1, B, AVGDL, N = 1.2, 0.75, 13 / 4, 4
+
+
+def _tf_part(tf, dl, with_k1_plus_1):
+    norm = K1 * (1 - B + B * dl / AVGDL)
+    return tf * ((K1 + 1) if with_k1_plus_1 else 1) / (tf + norm)
+
+
+def test_bm25s_lucene_scores_by_hand():
+    r = BM25Retriever(CORPUS, stemmer=None, stopwords=None)
+    (res,) = r.search(["apple"], k=10)
+    idf = math.log(1 + (N - 1 + 0.5) / (1 + 0.5))
+    assert [d for d, _ in res] == ["d1"]  # zero-score docs are not returned
+    assert res[0][1] == pytest.approx(idf * _tf_part(2, 3, False), rel=1e-5)
+    (res,) = r.search(["cherry banana"], k=10)
+    idf2 = math.log(2)  # df = 2 for both terms
+    want = {"d2": 2 * idf2 * _tf_part(1, 2, False), "d1": idf2 * _tf_part(1, 3, False),
+            "d3": idf2 * _tf_part(1, 5, False)}
+    assert [d for d, _ in res] == ["d2", "d1", "d3"]
+    for d, s in res:
+        assert s == pytest.approx(want[d], rel=1e-5)
+
+
+def test_rank_bm25_okapi_scores_by_hand():
+    r = BM25Retriever(CORPUS, engine="rank_bm25", stemmer=None, stopwords=None)
+    (res,) = r.search(["apple"], k=10)
+    idf = math.log((N - 1 + 0.5) / (1 + 0.5))
+    assert res == [("d1", pytest.approx(idf * _tf_part(2, 3, True), rel=1e-9))]
+
+
+def test_k_larger_than_corpus_and_batching():
+    r = build_retriever("bm25", CORPUS, stemmer=None, stopwords=None, model="ignored")
+    out = r.search(["cherry banana", "mango", "apple"], k=50)
+    assert [len(x) for x in out] == [3, 1, 1]
+    assert isinstance(r, Retriever)
+
+
+def test_empty_inputs():
+    for engine in ("bm25s", "rank_bm25"):
+        r = BM25Retriever(CORPUS, engine=engine)
+        with pytest.raises(QrlibError, match="empty query list"):
+            r.search([], k=10)
+        with pytest.raises(QrlibError, match="single string"):
+            r.search("apple", k=10)
+        with pytest.raises(QrlibError, match="positive"):
+            r.search(["apple"], k=0)
+        # empty, whitespace, stopword-only and out-of-vocabulary queries: empty lists
+        assert r.search(["", "   ", "the of and", "zyzzyva"], k=5) == [[], [], [], []]
+
+
+def test_bad_constructor_input():
+    with pytest.raises(QrlibError, match="unknown retriever"):
+        build_retriever("splade", CORPUS)
+    with pytest.raises(QrlibError, match="engine"):
+        BM25Retriever(CORPUS, engine="lucene")
+    with pytest.raises(QrlibError, match="empty"):
+        BM25Retriever({})
+    with pytest.raises(QrlibError, match="stemmer"):
+        Tokenizer(stemmer="klingon")
+
+
+def test_tokenizer_stems_and_drops_stopwords():
+    tok = Tokenizer()
+    assert tok(["The runners are running quickly"]) == [["runner", "run", "quick"]]
+    assert Tokenizer(stemmer=None, stopwords=None)(["The cats"]) == [["the", "cats"]]
+
+
+def test_engines_agree_on_scifact_subset(shared_data):
+    ds = subset(load_dataset("scifact", data_dir=shared_data), n_queries=60, n_distractors=1500)
+    runs = {e: run_queries(BM25Retriever(ds, engine=e), ds.queries, k=10)
+            for e in ("bm25s", "rank_bm25")}
+    nd = {e: evaluate(runs[e], ds.qrels, ["nDCG@10"])["nDCG@10"][0] for e in runs}
+    assert abs(nd["bm25s"] - nd["rank_bm25"]) < 0.02
+    overlap = np.mean([len({d for d, _ in runs["bm25s"][q]} & {d for d, _ in runs["rank_bm25"][q]})
+                       / max(1, len(runs["bm25s"][q])) for q in ds.queries])
+    assert overlap > 0.8
+
+
+def test_bm25_index_cache(tmp_path):
+    a = BM25Retriever(CORPUS, cache=tmp_path)
+    b = BM25Retriever(CORPUS, cache=tmp_path)
+    assert (a.loaded_from_cache, b.loaded_from_cache) == (False, True)
+    assert a.search(["banana"], 5) == b.search(["banana"], 5)
+
+
+# ------------------------------------------------------------------ dense (MiniLM, offline)
+DOCS = {"cat": {"title": "", "text": "The cat sat on the mat and purred."},
+        "car": {"title": "", "text": "The engine of my car needs new oil."},
+        "bake": {"title": "", "text": "Bake the bread in a hot oven for forty minutes."},
+        "rain": {"title": "", "text": "Heavy rain and thunderstorms are expected tomorrow."}}
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    return DenseRetriever(DOCS, cache_dir=tmp_path_factory.mktemp("cache"), show_progress=False)
+
+
+def test_dense_semantic_match(dense):
+    res = dense.search(["a kitten resting on a rug", "weather forecast storm", ""], k=2)
+    assert res[0][0][0] == "cat" and res[1][0][0] == "rain" and res[2] == []
+    assert res[0][0][1] >= res[0][1][1]
+    assert np.allclose(np.linalg.norm(dense.embeddings, axis=1), 1, atol=1e-5)
+
+
+def test_dense_cache_reused_and_hnsw(dense):
+    again = DenseRetriever(DOCS, cache_dir=dense.cache_path.parent.parent, index="hnsw",
+                           hnsw_m=8, ef_construction=16, show_progress=False)
+    assert again.loaded_from_cache and dense.cache_path.exists()
+    assert np.array_equal(again.embeddings, dense.embeddings)
+    assert again.search(["bread oven"], 1)[0][0][0] == "bake"
+    with pytest.raises(QrlibError, match="empty query list"):
+        again.search([], 3)
+    with pytest.raises(QrlibError, match="unknown dense index"):
+        DenseRetriever(DOCS, index="ivf")
