@@ -1,0 +1,328 @@
+"""The reward environment: the ONE place that turns a batch of completions into rewards.
+
+``RewardEnv(retriever, qrels, reward=..., fmt=...)`` is a callable with TRL's reward
+function signature, so it can be handed to ``GRPOTrainer(reward_funcs=[env])``::
+
+    env(prompts, completions, qid=[...], query=[...], **other_columns) -> list[float]
+
+Per call it
+1. parses every completion (:func:`qrlib.parsing.parse_completion`, strict or lenient);
+2. builds the texts to search: the (sub-)queries themselves (``mode="rewrite"``) or the
+   original query followed by the model's text (``mode="expand"``, as query-expansion
+   methods do);
+3. runs ALL texts of the batch through the retriever in ONE batched ``search`` call
+   (duplicates searched once);
+4. fuses the sub-query lists of each rollout (RSF by default, ACQO Eq. 1-2);
+5. scores every rollout with a registered reward (:mod:`qrlib.rewards`), group-level
+   rewards (SAGE SCS/CRS, RL-QR) seeing their whole group;
+6. appends one record per rollout to ``env.records`` (qid, queries, gold ranks, reward
+   parts, format status).
+
+Grouping: TRL's ``RepeatSampler`` puts the ``num_generations`` completions of one prompt
+next to each other, but a device's slice of the batch may cut a group when the per-device
+batch is not a multiple of ``num_generations``. So by default (``group_by="qid"``) a group
+is *all rollouts of this call with the same qid*, wherever they sit; ``group_by=
+"consecutive"`` with ``num_generations=G`` instead chunks the batch into runs of G. Keep
+the per-device batch a multiple of G when using group-level rewards.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from qrlib import fusion as _fusion
+from qrlib import rewards as _rewards
+from qrlib.errors import QrlibError
+from qrlib.parsing import ParseResult, _to_text, parse_completion
+
+MODES = ("rewrite", "expand")
+
+
+# --------------------------------------------------------------------------- SQL helper
+def execute_sql(db_path: str | Path, sql: str, *, timeout_s: float = 2.0,
+                max_rows: int = 10_000) -> tuple[list[tuple] | None, str | None]:
+    """Run one SQL statement on a SQLite file opened read-only; (rows, error).
+
+    Never raises for a bad query: syntax errors, missing tables, several statements,
+    writes (refused by the read-only connection) and queries running past ``timeout_s``
+    come back as ``(None, "<reason>")``. More than ``max_rows`` rows is an error too.
+    """
+    path = Path(db_path)
+    if not path.is_file():
+        return None, f"database not found: {path}"
+    if not isinstance(sql, str) or not sql.strip():
+        return None, "empty SQL"
+    try:
+        con = sqlite3.connect(f"file:{path.as_posix()}?mode=ro", uri=True, timeout=timeout_s)
+    except sqlite3.Error as exc:
+        return None, f"cannot open database: {exc}"
+    con.text_factory = lambda b: b.decode("utf-8", errors="replace")
+    deadline = time.monotonic() + timeout_s
+    con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
+    try:
+        con.execute("PRAGMA query_only = ON")
+        cur = con.execute(sql)
+        rows = cur.fetchmany(max_rows + 1)
+        if len(rows) > max_rows:
+            return None, f"more than {max_rows} rows"
+        return [tuple(r) for r in rows], None
+    except sqlite3.OperationalError as exc:
+        msg = str(exc)
+        return None, "timeout" if "interrupted" in msg else f"sql error: {msg}"
+    except (sqlite3.Error, ValueError, OverflowError) as exc:
+        return None, f"sql error: {type(exc).__name__}: {exc}"
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------- environment
+class RewardEnv:
+    """Completions -> rewards (see module docstring).
+
+    Parameters
+    ----------
+    retriever: anything with ``search(texts, k) -> list[list[(doc_id, score)]]``
+        (``None`` only for rewards that need no retrieval, e.g. ``deepretrieval_sql``).
+    qrels: ``{qid: {doc_id: grade}}``.
+    reward: a name from :data:`qrlib.rewards.REWARDS`; ``**reward_params`` bind its
+        parameters (unknown names are errors).
+    fmt: completion format (``deepretrieval``, ``deepretrieval-nothink``, ``acqo``,
+        ``sage``, ``plain``).
+    queries: ``{qid: original query}``; used for ``mode="expand"`` and the copy penalty
+        when the batch has no ``query`` column.
+    mode: ``"rewrite"`` (search the model's queries) or ``"expand"`` (search
+        ``original + " " + model text``).
+    k: metric depth; sets the reward's ``k`` parameter when it has one.
+    depth: retrieval depth (default: the reward's k, at least ``k``, and 100 for ACQO
+        rewards whose Phi reaches rank 100).
+    fusion: how sub-query lists are fused (``rsf``, ``rrf``, ``combsum``, ``combmnz``).
+    lenient: lenient parsing (queries recovered from malformed output are searched; the
+        format flag stays False so format-gated rewards still penalise).
+    copy_penalty: SAGE Eq. 3 penalty p; passed as ``p`` to SAGE rewards, applied after
+        any other reward (subtract p when the rewrite equals the original query).
+    group_by / num_generations: how group-level rewards find their group.
+    name: the ``__name__`` TRL logs (default ``reward``).
+    """
+
+    def __init__(self, retriever: Any, qrels: Mapping[str, Mapping[str, int]],
+                 reward: str = "deepretrieval_ndcg", fmt: str = "deepretrieval", *,
+                 queries: Mapping[str, str] | None = None, mode: str = "rewrite",
+                 k: int | None = None, depth: int | None = None, fusion: str = "rsf",
+                 lenient: bool = False, think_prefilled: bool = False,
+                 max_subqueries: int | None = None, copy_penalty: float | None = None,
+                 group_by: str = "qid", num_generations: int | None = None,
+                 sql_timeout_s: float = 2.0, keep_records: bool = True,
+                 max_records: int = 200_000, name: str | None = None,
+                 **reward_params: Any) -> None:
+        if mode not in MODES:
+            raise QrlibError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        if fusion not in _fusion.FUSIONS:
+            raise QrlibError(f"unknown fusion {fusion!r}; accepted: {sorted(_fusion.FUSIONS)}")
+        if group_by not in ("qid", "consecutive"):
+            raise QrlibError(f"group_by must be 'qid' or 'consecutive', got {group_by!r}")
+        if group_by == "consecutive" and not num_generations:
+            raise QrlibError("group_by='consecutive' needs num_generations")
+        spec = _rewards.REWARDS.get(reward)
+        if spec is None:
+            raise QrlibError(f"unknown reward {reward!r}; accepted: {sorted(_rewards.REWARDS)}")
+        params = dict(reward_params)
+        if k is not None and "k" in spec.defaults:
+            params.setdefault("k", k)
+        if "fusion" in spec.defaults:
+            params.setdefault("fusion", fusion)
+        self.copy_penalty = copy_penalty
+        if copy_penalty is not None and "p" in spec.defaults:
+            params.setdefault("p", copy_penalty)
+            self._post_copy = False
+        else:
+            self._post_copy = copy_penalty is not None
+        self.reward = _rewards.make_reward(reward, **params)
+        if spec.needs_retrieval and retriever is None:
+            raise QrlibError(f"reward {reward!r} needs a retriever")
+        self.retriever = retriever
+        self.qrels = qrels
+        self.fmt = fmt
+        parse_completion("", fmt)  # validates fmt early
+        self.queries = dict(queries or {})
+        self.mode = mode
+        self.k = int(k if k is not None else self.reward.params.get("k", 10))
+        self.depth = int(depth if depth is not None else max(
+            self.k, int(self.reward.params.get("k", self.k)),
+            100 if reward.startswith("acqo") else 0))
+        self.fusion = fusion
+        self.lenient = lenient
+        self.think_prefilled = think_prefilled
+        self.max_subqueries = max_subqueries
+        self.group_by = group_by
+        self.num_generations = num_generations
+        self.sql_timeout_s = sql_timeout_s
+        self.keep_records = keep_records
+        self.max_records = max_records
+        self.records: list[dict[str, Any]] = []
+        self.__name__ = name or reward
+        self.n_calls = 0
+        self.search_time_s = 0.0
+        self._gold_cache: dict[tuple[str, str], list[tuple] | None] = {}
+
+    def __repr__(self) -> str:
+        return (f"RewardEnv(reward={self.reward.name!r}, fmt={self.fmt!r}, mode={self.mode!r}, "
+                f"k={self.k}, depth={self.depth}, fusion={self.fusion!r}, "
+                f"lenient={self.lenient})")
+
+    # ----------------------------------------------------------------- TRL entry point
+    def __call__(self, prompts: Sequence[Any] | None = None,
+                 completions: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
+        if completions is None:
+            raise QrlibError("RewardEnv needs completions (TRL passes them as 'completions')")
+        n = len(completions)
+        qids = kwargs.get("qid")
+        if qids is None:
+            raise QrlibError("RewardEnv needs a 'qid' dataset column (one per completion)")
+        qids = [str(q) for q in qids]
+        if len(qids) != n:
+            raise QrlibError(f"got {len(qids)} qids for {n} completions")
+        originals = kwargs.get("query") or kwargs.get("original_query")
+        if originals is None:
+            originals = [self.queries.get(q, "") for q in qids]
+        return self.score(completions, qids, list(originals), columns=kwargs)
+
+    # ----------------------------------------------------------------- core
+    def _texts(self, parsed: ParseResult, original: str) -> list[str]:
+        if not parsed.queries:
+            return []
+        if self.mode == "expand":
+            return [f"{original} {q}".strip() for q in parsed.queries]
+        return list(parsed.queries)
+
+    def _groups(self, qids: list[str]) -> list[list[int]]:
+        if self.group_by == "consecutive":
+            g = int(self.num_generations or 1)
+            return [list(range(i, min(i + g, len(qids)))) for i in range(0, len(qids), g)]
+        groups: dict[str, list[int]] = {}
+        for i, q in enumerate(qids):
+            groups.setdefault(q, []).append(i)
+        return list(groups.values())
+
+    def score(self, completions: Sequence[Any], qids: Sequence[str],
+              originals: Sequence[str] | None = None, *,
+              columns: Mapping[str, Any] | None = None) -> list[float]:
+        """Rewards for ``completions`` of queries ``qids`` (see module docstring)."""
+        columns = columns or {}
+        qids = [str(q) for q in qids]
+        originals = list(originals) if originals is not None else \
+            [self.queries.get(q, "") for q in qids]
+        missing = sorted({q for q in qids if q not in self.qrels})
+        if missing and self.reward.spec.needs_retrieval:
+            raise QrlibError(f"qid(s) {missing[:5]} have no qrels; pass qrels covering "
+                             "every training query")
+        parsed: list[ParseResult] = []
+        raw_texts: list[str] = []
+        for c in completions:
+            p = parse_completion(c, self.fmt, lenient=self.lenient,
+                                 think_prefilled=self.think_prefilled,
+                                 max_subqueries=self.max_subqueries)
+            parsed.append(p)
+            raw_texts.append(_as_text(c))
+        texts = [self._texts(p, o) for p, o in zip(parsed, originals)]
+
+        # one batched search for the whole batch
+        sub_lists: list[list[list[tuple[str, float]]]] = [[] for _ in parsed]
+        if self.reward.spec.needs_retrieval:
+            unique = list(dict.fromkeys(t for ts in texts for t in ts))
+            t0 = time.perf_counter()
+            results = self.retriever.search(unique, self.depth) if unique else []
+            self.search_time_s += time.perf_counter() - t0
+            if len(results) != len(unique):
+                raise QrlibError(f"retriever returned {len(results)} lists for "
+                                 f"{len(unique)} queries")
+            by_text = dict(zip(unique, results))
+            sub_lists = [[list(by_text[t]) for t in ts] for ts in texts]
+        fused = [_fusion.fuse(s, self.fusion, top=self.depth) if s else [] for s in sub_lists]
+
+        extras = [dict() for _ in parsed]
+        if self.reward.name == "deepretrieval_sql":
+            self._run_sql(parsed, extras, columns)
+
+        obs = []
+        for i, p in enumerate(parsed):
+            t = raw_texts[i]
+            obs.append(_rewards.Observation(
+                qid=qids[i], ranked=fused[i], qrels=self.qrels.get(qids[i], {}),
+                format_ok=p.ok, sub_ranked=sub_lists[i], queries=texts[i],
+                original_query=originals[i], strategy=p.strategy,
+                tagged="<answer>" in t and "</answer>" in t, n_outside=p.n_outside,
+                n_chars=sum(1 for ch in t if not ch.isspace()), extras=extras[i]))
+
+        parts: list[dict[str, float]] = [dict() for _ in obs]
+        for idx in self._groups(qids):
+            scored = self.reward.score([obs[i] for i in idx])
+            for i, d in zip(idx, scored):
+                parts[i] = d
+        out = []
+        for i, d in enumerate(parts):
+            r = d["reward"]
+            if self._post_copy and texts[i]:
+                r2 = _rewards.copy_penalty(r, " ".join(parsed[i].queries), originals[i],
+                                           self.copy_penalty or 0.0)
+                d["copy_penalty"] = r2 - r
+                r = r2
+            out.append(float(r))
+        self.n_calls += 1
+        if self.keep_records:
+            self._record(qids, parsed, texts, obs, parts, out)
+        return out
+
+    def _run_sql(self, parsed: list[ParseResult], extras: list[dict],
+                 columns: Mapping[str, Any]) -> None:
+        dbs = columns.get("db_path")
+        if dbs is None:
+            raise QrlibError("deepretrieval_sql needs a 'db_path' column")
+        gold_sql = columns.get("gold_sql")
+        gold_rows = columns.get("gold_rows")
+        if gold_sql is None and gold_rows is None:
+            raise QrlibError("deepretrieval_sql needs a 'gold_sql' or 'gold_rows' column")
+        for i, p in enumerate(parsed):
+            if gold_rows is not None:
+                gold = gold_rows[i]
+            else:
+                key = (str(dbs[i]), str(gold_sql[i]))
+                if key not in self._gold_cache:
+                    self._gold_cache[key] = execute_sql(dbs[i], gold_sql[i],
+                                                        timeout_s=self.sql_timeout_s)[0]
+                gold = self._gold_cache[key]
+            rows, err = (execute_sql(dbs[i], p.queries[0], timeout_s=self.sql_timeout_s)
+                         if p.queries else (None, "no SQL"))
+            extras[i].update(pred_rows=rows, gold_rows=gold, sql_error=err)
+
+    def _record(self, qids, parsed, texts, obs, parts, out) -> None:
+        for i, p in enumerate(parsed):
+            ranks = _rewards.gold_ranks(obs[i].ranked, obs[i].qrels)
+            rec = {"call": self.n_calls, "qid": qids[i], "queries": texts[i],
+                   "n_queries": len(texts[i]), "format_ok": p.ok, "error": p.error,
+                   "recovered": p.recovered, "strategy": p.strategy, "gold_ranks": ranks,
+                   "n_gold": sum(1 for g in obs[i].qrels.values() if g > 0),
+                   f"ndcg@{self.k}": _rewards.ndcg_at_k(obs[i].ranked, obs[i].qrels, self.k)
+                   if obs[i].ranked else 0.0,
+                   "reward": out[i]}
+            rec.update({f"part_{k}": v for k, v in parts[i].items() if k != "reward"})
+            if "sql_error" in obs[i].extras:
+                rec["sql_error"] = obs[i].extras["sql_error"]
+            self.records.append(rec)
+        if len(self.records) > self.max_records:
+            del self.records[: len(self.records) - self.max_records]
+
+    def records_frame(self):
+        """``env.records`` as a pandas DataFrame."""
+        import pandas as pd
+        return pd.DataFrame(self.records)
+
+    def reset_records(self) -> None:
+        self.records.clear()
+
+
+def _as_text(c: Any) -> str:
+    text, _ = _to_text(c)
+    return text or ""

@@ -1,0 +1,178 @@
+"""Rank fusion of several ranked lists (one per sub-query) into one list.
+
+Every function takes ``lists: Sequence[Sequence[(doc_id, score)]]`` (each best first, as
+:meth:`Retriever.search` returns them) and returns one fused list ``[(doc_id, score)]``,
+best first, cut to ``top`` when given. Pure functions; no retrieval here.
+
+* :func:`rrf`  Reciprocal Rank Fusion (Cormack et al., 2009): sum_j 1/(k + r_j).
+* :func:`rsf`  Rank-Score Fusion (ACQO Sec. 3.3, Eq. 1-2): P(p) = 1 / sum_j 1/r_j over the
+  lists that contain p, S(p) = max_j s_j; sort by (P ascending, S descending).
+* :func:`combsum` / :func:`combmnz`  (Fox & Shaw, 1994) with optional per-list score
+  normalisation (``none``, ``minmax``, ``max``, ``sum``, ``zmuv``).
+
+Ties and metric tools: ir-measures / trec_eval re-sort a run by score and break ties by
+doc id, which would undo RSF's tie-breaking (RSF's own key is the pair (P, -S), not one
+number). Use :func:`to_run` (strictly decreasing scores from list order) before handing a
+fused list to :mod:`qrlib.metrics`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from qrlib.errors import QrlibError
+
+Ranked = Sequence[tuple[str, float]]
+Fused = list[tuple[str, float]]
+NORMS = ("none", "minmax", "max", "sum", "zmuv")
+
+
+def _check(lists: Sequence[Ranked]) -> None:
+    if isinstance(lists, (str, bytes)) or not isinstance(lists, Sequence):
+        raise QrlibError("fusion expects a list of ranked lists [[(doc_id, score), ...], ...]")
+
+
+def _finish(items: list[tuple[Any, str, float]], top: int | None) -> Fused:
+    items.sort(key=lambda t: t[0])
+    out = [(d, s) for _, d, s in items]
+    return out[:top] if top is not None else out
+
+
+def rrf(lists: Sequence[Ranked], k: float = 60, top: int | None = None) -> Fused:
+    """Reciprocal Rank Fusion: score(p) = sum_j 1 / (k + r_j), r_j 1-based.
+
+    Ties keep the document seen first (best rank, then earlier list). Matches
+    ``ranx.fuse(method="rrf", params={"k": k})`` scores.
+    """
+    _check(lists)
+    if k < 0:
+        raise QrlibError(f"rrf k must be >= 0, got {k}")
+    score: dict[str, float] = {}
+    first: dict[str, tuple[int, int]] = {}
+    for j, lst in enumerate(lists):
+        for r, (d, _) in enumerate(lst, start=1):
+            score[d] = score.get(d, 0.0) + 1.0 / (k + r)
+            if d not in first or (r, j) < first[d]:
+                first[d] = (r, j)
+    return _finish([((-s, first[d]), d, s) for d, s in score.items()], top)
+
+
+def rsf_keys(lists: Sequence[Ranked]) -> dict[str, tuple[float, float]]:
+    """ACQO Eq. 1: doc -> (P(p), S(p)) with P = 1/sum_j(1/r_j), S = max_j s_j."""
+    _check(lists)
+    inv: dict[str, float] = {}
+    best: dict[str, float] = {}
+    for lst in lists:
+        for r, (d, s) in enumerate(lst, start=1):
+            inv[d] = inv.get(d, 0.0) + 1.0 / r
+            s = float(s)
+            if d not in best or s > best[d]:
+                best[d] = s
+    return {d: (1.0 / v, best[d]) for d, v in inv.items()}
+
+
+def rsf(lists: Sequence[Ranked], top: int | None = None) -> Fused:
+    """Rank-Score Fusion (ACQO Eq. 1-2).
+
+    Sorted by (P(p) ascending, S(p) descending, doc_id); the returned score is
+    ``1 / P(p) = sum_j 1/r_j`` (higher is better; equal for RSF ties, which S resolves).
+    """
+    keys = rsf_keys(lists)
+    return _finish([((p, -s, d), d, 1.0 / p) for d, (p, s) in keys.items()], top)
+
+
+def normalise(lst: Ranked, norm: str = "minmax") -> list[tuple[str, float]]:
+    """Per-list score normalisation for CombSUM/CombMNZ."""
+    if norm not in NORMS:
+        raise QrlibError(f"unknown score normalisation {norm!r}; accepted: {list(NORMS)}")
+    if norm == "none" or not lst:
+        return [(d, float(s)) for d, s in lst]
+    vals = [float(s) for _, s in lst]
+    if norm == "minmax":
+        lo, hi = min(vals), max(vals)
+        span = hi - lo
+        return [(d, (v - lo) / span if span > 0 else 1.0) for (d, _), v in zip(lst, vals)]
+    if norm == "max":
+        hi = max(vals)
+        return [(d, v / hi if hi != 0 else 0.0) for (d, _), v in zip(lst, vals)]
+    if norm == "sum":
+        tot = sum(vals)
+        return [(d, v / tot if tot != 0 else 0.0) for (d, _), v in zip(lst, vals)]
+    mu = sum(vals) / len(vals)
+    sd = math.sqrt(sum((v - mu) ** 2 for v in vals) / len(vals))
+    return [(d, (v - mu) / sd if sd > 0 else 0.0) for (d, _), v in zip(lst, vals)]
+
+
+def _comb(lists: Sequence[Ranked], norm: str, mnz: bool, top: int | None) -> Fused:
+    _check(lists)
+    score: dict[str, float] = {}
+    count: dict[str, int] = {}
+    first: dict[str, tuple[int, int]] = {}
+    for j, lst in enumerate(lists):
+        for r, (d, s) in enumerate(normalise(lst, norm), start=1):
+            score[d] = score.get(d, 0.0) + s
+            count[d] = count.get(d, 0) + 1
+            if d not in first or (r, j) < first[d]:
+                first[d] = (r, j)
+    items = []
+    for d, s in score.items():
+        v = s * count[d] if mnz else s
+        items.append(((-v, first[d]), d, v))
+    return _finish(items, top)
+
+
+def combsum(lists: Sequence[Ranked], norm: str = "minmax", top: int | None = None) -> Fused:
+    """CombSUM: sum of (normalised) scores over the lists containing the document."""
+    return _comb(lists, norm, False, top)
+
+
+def combmnz(lists: Sequence[Ranked], norm: str = "minmax", top: int | None = None) -> Fused:
+    """CombMNZ: CombSUM times the number of lists containing the document."""
+    return _comb(lists, norm, True, top)
+
+
+FUSIONS: dict[str, Callable[..., Fused]] = {
+    "rrf": rrf, "rsf": rsf, "combsum": combsum, "combmnz": combmnz,
+}
+
+
+def fuse(lists: Sequence[Ranked], method: str = "rsf", top: int | None = None,
+         **params: Any) -> Fused:
+    """Fuse with the method named ``method`` (one of :data:`FUSIONS`).
+
+    A single list is returned as is (cut to ``top``): fusion of one list is the identity
+    for every method here up to score scale, and keeping the retriever's scores keeps
+    single-query rollouts comparable with the raw query.
+    """
+    if method not in FUSIONS:
+        raise QrlibError(f"unknown fusion method {method!r}; accepted: {sorted(FUSIONS)}")
+    if len(lists) == 1:
+        out = [(d, float(s)) for d, s in lists[0]]
+        return out[:top] if top is not None else out
+    return FUSIONS[method](lists, top=top, **params)
+
+
+def fuse_batch(groups: Sequence[Sequence[Ranked]], method: str = "rsf",
+               top: int | None = None, **params: Any) -> list[Fused]:
+    """:func:`fuse` over many queries at once (one group of lists per query)."""
+    return [fuse(g, method, top=top, **params) for g in groups]
+
+
+def to_run(fused: Ranked) -> dict[str, float]:
+    """doc -> strictly decreasing score (len - position) that preserves the list order,
+    so metric tools that re-sort by score cannot reorder ties."""
+    n = len(fused)
+    return {d: float(n - i) for i, (d, _) in enumerate(fused)}
+
+
+def fuse_runs(runs: Sequence[Mapping[str, Ranked]], method: str = "rsf",
+              top: int | None = None, **params: Any) -> dict[str, dict[str, float]]:
+    """Fuse several runs ``{qid: ranked list}`` query by query into one metric-ready run
+    ``{qid: {doc: score}}`` (scores from :func:`to_run`)."""
+    qids = sorted({q for run in runs for q in run})
+    out = {}
+    for q in qids:
+        lists = [run[q] for run in runs if q in run and len(run[q])]
+        out[q] = to_run(fuse(lists, method, top=top, **params)) if lists else {}
+    return out

