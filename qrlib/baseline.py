@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -71,3 +72,47 @@ def baseline_main(dataset: str, retriever: str = "bm25", split: str = "test",
         df = pd.DataFrame([row])
         print(df.to_markdown(index=False, floatfmt=".4f"))
     return row
+
+
+# --------------------------------------------------------------------------- artifacts
+def baseline_dir(run_dir: str | Path) -> Path:
+    """Where notebook 02 writes raw-query baselines: ``<run_dir>/baselines``."""
+    return Path(run_dir) / "baselines"
+
+
+def _stem(dataset: str, retriever: str) -> str:
+    return f"{dataset}__{retriever}".replace("/", "_")
+
+
+def save_baseline(res: BaselineResult, run_dir: str | Path, *, save_run: bool = True) -> dict[str, str]:
+    """Write per-query metrics (CSV) and the ranked run (JSON, top-k) atomically."""
+    from qrlib.workbook import atomic_write, save_json
+
+    out = baseline_dir(run_dir)
+    stem = _stem(res.dataset, res.retriever)
+    paths = {"per_query": str(out / f"{stem}.per_query.csv")}
+    atomic_write(paths["per_query"], res.per_query.to_csv(index=False))
+    if save_run:
+        paths["run"] = str(out / f"{stem}.run.json")
+        save_json({q: [[d, round(s, 6)] for d, s in lst] for q, lst in res.run.items()},
+                  paths["run"])
+    return paths
+
+
+def load_baseline(run_dir: str | Path, dataset: str, retriever: str = "bm25"
+                  ) -> tuple[pd.DataFrame, dict[str, list[tuple[str, float]]] | None]:
+    """(per-query metrics, run or None) written by notebook 02 for ``dataset`` x ``retriever``."""
+    from qrlib.workbook import load_json
+
+    out = baseline_dir(run_dir)
+    stem = _stem(dataset, retriever)
+    pq = out / f"{stem}.per_query.csv"
+    if not pq.exists():
+        have = sorted(p.name.split(".")[0] for p in out.glob("*.per_query.csv"))
+        raise QrlibError(f"no baseline for {dataset} x {retriever} in {out}; run notebook 02 "
+                         f"first (available: {', '.join(have) or 'none'})")
+    per_q = pd.read_csv(pq, dtype={"query_id": str})
+    rp = out / f"{stem}.run.json"
+    run = {q: [(d, float(s)) for d, s in lst] for q, lst in load_json(rp).items()} \
+        if rp.exists() else None
+    return per_q, run
