@@ -282,7 +282,8 @@ def model_split(questions: Sequence[str], model: Any, tokenizer: Any, *,
                 prompt: str = "bandit/problem-definition", n_queries: int = 4,
                 n_samples: int = 1, max_new_tokens: int = 160, temperature: float = 0.7,
                 top_p: float = 0.95, cache_path: str | Path | None = None,
-                model_name: str = "", fallback: bool = True) -> list[list[list[str]]]:
+                model_name: str = "", fallback: bool = True, seed: int | None = 0,
+                batch_size: int = 8) -> list[list[list[str]]]:
     """Decompose each question with an instruction model (paper Appendix A.1).
 
     Returns, per question, ``n_samples`` decompositions (lists of sub-queries); with
@@ -309,7 +310,8 @@ def model_split(questions: Sequence[str], model: Any, tokenizer: Any, *,
                           n_queries=n_queries) for i in todo]
         outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
                         do_sample=n_samples > 1, temperature=temperature, top_p=top_p,
-                        num_return_sequences=n_samples)
+                        num_return_sequences=n_samples, seed=seed, batch_size=batch_size,
+                        progress=True)
         for j, i in enumerate(todo):
             for s in range(n_samples):
                 raw = outs[j * n_samples + s]
@@ -327,15 +329,17 @@ def model_split(questions: Sequence[str], model: Any, tokenizer: Any, *,
 
 def model_hierarchy(questions: Sequence[str], model: Any, tokenizer: Any, *,
                     n_parents: int = 3, n_children: int = 3,
-                    cache_path: str | Path | None = None,
-                    model_name: str = "") -> list[list[dict[str, Any]]]:
+                    cache_path: str | Path | None = None, model_name: str = "",
+                    seed: int | None = 0) -> list[list[dict[str, Any]]]:
     """Two-level model decomposition: problem-definition queries as parents, specialised
     queries generated for each parent as its children (Sec. 3.4, Figure 3)."""
     parents = model_split(questions, model, tokenizer, prompt="bandit/problem-definition",
-                          n_queries=n_parents, cache_path=cache_path, model_name=model_name)
+                          n_queries=n_parents, cache_path=cache_path, model_name=model_name,
+                          seed=seed)
     flat = [p for ps in parents for p in ps[0]]
     kids = model_split(flat, model, tokenizer, prompt="bandit/specialised",
-                       n_queries=n_children, cache_path=cache_path, model_name=model_name)
+                       n_queries=n_children, cache_path=cache_path, model_name=model_name,
+                       seed=seed)
     out: list[list[dict[str, Any]]] = []
     it = iter(kids)
     for ps in parents:
