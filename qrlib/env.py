@@ -95,7 +95,8 @@ class RewardEnv:
         when the batch has no ``query`` column.
     mode: ``"rewrite"`` (search the model's queries) or ``"expand"`` (search
         ``original + " " + model text``).
-    k: metric depth; sets the reward's ``k`` parameter when it has one.
+    k: metric depth; sets the reward's ``k`` parameter when it has one, and the depth of
+        the nDCG logged in each record (10 when not given).
     depth: retrieval depth (default: the reward's k, at least ``k``, and 100 for ACQO
         rewards whose Phi reaches rank 100).
     fusion: how sub-query lists are fused (``rsf``, ``rrf``, ``combsum``, ``combmnz``).
@@ -148,7 +149,7 @@ class RewardEnv:
         parse_completion("", fmt)  # validates fmt early
         self.queries = dict(queries or {})
         self.mode = mode
-        self.k = int(k if k is not None else self.reward.params.get("k", 10))
+        self.k = int(k if k is not None else 10)   # depth of the nDCG logged in records
         self.depth = int(depth if depth is not None else max(
             self.k, int(self.reward.params.get("k", self.k)),
             100 if reward.startswith("acqo") else 0))
@@ -184,7 +185,9 @@ class RewardEnv:
         qids = [str(q) for q in qids]
         if len(qids) != n:
             raise QrlibError(f"got {len(qids)} qids for {n} completions")
-        originals = kwargs.get("query") or kwargs.get("original_query")
+        originals = kwargs.get("query")
+        if originals is None:
+            originals = kwargs.get("original_query")
         if originals is None:
             originals = [self.queries.get(q, "") for q in qids]
         return self.score(completions, qids, list(originals), columns=kwargs)

@@ -1,0 +1,360 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (runner injects it)
+run_dir = "../runs/dev"  # where this run's artifacts go
+figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
+tables_dir = "../tables/dev"  # tables (CSV + Markdown)
+cache_dir = None  # shared cache for dense embeddings (None: qrlib.workbook.cache_dir())
+seed = 0  # seed for query subsets and distractor sampling
+data_dir = None  # offline data root (None: qrlib.data's lookup order)
+datasets = ["hotpotqa-mini", "2wikimultihopqa-mini"]  # multi-hop collections (need supporting_titles)
+split = "test"  # qrels split to evaluate
+n_queries = None  # queries per dataset (None: every query of the split)
+n_distractors = None  # distractor docs kept beside the judged ones (None: whole corpus)
+retrievers = ["bm25", "dense"]  # retriever kinds (qrlib.retrieval.build_retriever)
+dense_model = "minilm"  # dense encoder (offline all-MiniLM-L6-v2 on CPU)
+k = 10  # metric cut-off (nDCG@k, R@k, AP@k)
+depth = 100  # documents retrieved per (sub-)query before fusion
+rrf_k = 60  # RRF constant (Cormack et al. 2009)
+comb_norm = "minmax"  # per-list score normalisation for CombSUM / CombMNZ
+timing_repeats = 5  # repetitions when timing each fusion method
+
+# %% [markdown]
+# # 03 · Rank-Score Fusion: merging the lists of several sub-queries
+#
+# When a model splits a multi-hop question into sub-queries (ACQO's decomposition, the
+# bandit paper's arms), each sub-query returns its own ranked list and the lists must be
+# merged into one. ACQO (Sec. 3.3) proposes **Rank-Score Fusion (RSF)**, a variant of
+# Reciprocal Rank Fusion that keeps RRF's rank consensus as the primary key and uses the
+# retrieval score only to break ties. Because RSF also defines the ranks that ACQO's reward
+# is computed on (notebook 04), its behaviour matters for training as well as for
+# evaluation.
+#
+# Here no model is involved: sub-queries come from two model-free splitters of
+# `qrlib.decompose` — an **oracle** split (one sub-query per gold supporting title, an upper
+# bound) and a **heuristic** split (entity spans, clauses, "X of Y" chains). For each
+# retriever we compare the raw question, each sub-query alone, and four fusions of the
+# sub-query lists: RRF, RSF, CombSUM and CombMNZ.
+
+# %%
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from qrlib import fusion, plots
+from qrlib.data import load_dataset, subset
+from qrlib.decompose import heuristic_split, oracle_split
+from qrlib.metrics import evaluate
+from qrlib.retrieval import build_retriever
+from qrlib.workbook import save_json, save_table
+
+plots.setup()
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+measures = [f"nDCG@{k}", f"R@{k}", f"AP@{k}"]
+smaller = (n_queries is not None or n_distractors is not None)
+note = " (subset: smaller than the paper's setting)" if smaller else ""
+
+# %% [markdown]
+# ## The fusion rules
+#
+# For a document $p$ that appears in $M$ of the lists with ranks $r_j$ and scores $s_j$:
+#
+# * **RRF**: $\mathrm{RRF}(p) = \sum_j \frac{1}{k + r_j}$ with $k = 60$.
+# * **RSF** (ACQO Eq. 1–2): $P(p) = \dfrac{1}{\sum_{j} 1/r_j}$, $S(p) = \max_j s_j$; sort by
+#   $(P(p)\ \text{ascending}, -S(p))$ — rank consensus first, the strongest score only for ties.
+# * **CombSUM / CombMNZ** (Fox & Shaw): the sum of min-max normalised scores, times the number
+#   of lists containing $p$ for MNZ.
+#
+# A document ranked first in one list and absent from the other gets $P = 1$, exactly like a
+# document ranked second in both lists ($1/(1/2 + 1/2) = 1$): such rank ties are common, and
+# RSF resolves them by score where RRF (with its $k=60$ damping) orders them by rank sums.
+
+# %%
+A = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
+B = [("c", 0.95), ("b", 0.5)]
+keys = fusion.rsf_keys([A, B])
+toy = pd.DataFrame({
+    "doc": list(keys),
+    "ranks": [[i + 1 for i, lst in enumerate([A, B]) for j, (d, _) in enumerate(lst) if d == x]
+              for x in keys],
+    "P(p)": [keys[d][0] for d in keys], "S(p)": [keys[d][1] for d in keys],
+    "RRF score": [dict(fusion.rrf([A, B], k=rrf_k))[d] for d in keys],
+})
+toy["RSF position"] = toy["doc"].map({d: i + 1 for i, (d, _) in enumerate(fusion.rsf([A, B]))})
+toy["RRF position"] = toy["doc"].map({d: i + 1 for i, (d, _) in
+                                      enumerate(fusion.rrf([A, B], k=rrf_k))})
+toy
+
+# %% [markdown]
+# ## Data, retrievers and sub-queries
+#
+# Each dataset's split is loaded (optionally subset: the judged documents plus random
+# distractors), and every question is split twice. The oracle split reads the gold
+# supporting titles from the query metadata, so it shows what a perfect decomposition could
+# gain; the heuristic split is what a rule-based system gets without a model.
+
+# %%
+def load(name):
+    ds = load_dataset(name, split, data_dir=data_dir)
+    if n_queries is not None or n_distractors is not None:
+        ds = subset(ds, n_queries=n_queries, n_distractors=n_distractors, seed=seed)
+    return ds
+
+
+def splits_for(ds):
+    out = {"oracle": {}, "heuristic": {}}
+    for q, text in ds.queries.items():
+        titles = ds.query_meta.get(q, {}).get("supporting_titles") or []
+        out["oracle"][q] = oracle_split(text, titles) if titles else [text]
+        out["heuristic"][q] = heuristic_split(text)[:3]     # ACQO allows at most 3
+    return out
+
+
+data = {name: load(name) for name in datasets}
+subq = {name: splits_for(ds) for name, ds in data.items()}
+overview = pd.DataFrame([{
+    "dataset": name, "queries": len(ds.queries), "docs": len(ds.corpus),
+    "oracle sub-queries / query": np.mean([len(v) for v in subq[name]["oracle"].values()]),
+    "heuristic sub-queries / query": np.mean([len(v) for v in subq[name]["heuristic"].values()]),
+} for name, ds in data.items()])
+overview
+
+# %%
+ex_q = next(iter(data[datasets[0]].queries))
+pd.DataFrame({"split": ["raw", "oracle", "heuristic"],
+              "queries": [[data[datasets[0]].queries[ex_q]], subq[datasets[0]]["oracle"][ex_q],
+                          subq[datasets[0]]["heuristic"][ex_q]]})
+
+# %% [markdown]
+# ## Retrieval and fusion
+#
+# For each (dataset, retriever) every raw question and every sub-query is searched in one
+# batched call, to depth 100. Fused lists are cut to the same depth. Before scoring, fused
+# lists go through `fusion.to_run`, which gives strictly decreasing scores in list order:
+# ir-measures re-sorts runs by score and would otherwise reorder RSF's ties by document id.
+
+# %%
+methods = {
+    "RRF": lambda lists: fusion.rrf(lists, k=rrf_k, top=depth),
+    "RSF": lambda lists: fusion.rsf(lists, top=depth),
+    "CombSUM": lambda lists: fusion.combsum(lists, norm=comb_norm, top=depth),
+    "CombMNZ": lambda lists: fusion.combmnz(lists, norm=comb_norm, top=depth),
+    f"RRF (lists cut to {k})": lambda lists: fusion.rrf([l[:k] for l in lists], k=rrf_k,
+                                                         top=depth),
+}
+rows, per_query, lists_cache = [], [], {}
+for name, ds in data.items():
+    for kind in retrievers:
+        params = {"model": dense_model, "cache_dir": cache_dir, "show_progress": False} \
+            if kind == "dense" else {}
+        t0 = time.perf_counter()
+        ret = build_retriever(kind, ds.corpus, **params)
+        build_s = time.perf_counter() - t0
+        qids = list(ds.queries)
+        texts = [ds.queries[q] for q in qids]
+        for sk in ("oracle", "heuristic"):
+            texts += [s for q in qids for s in subq[name][sk][q]]
+        unique = list(dict.fromkeys(texts))
+        t0 = time.perf_counter()
+        res = dict(zip(unique, ret.search(unique, depth)))
+        search_s = time.perf_counter() - t0
+        print(f"{name} / {kind}: index {build_s:.1f}s, {len(unique)} searches {search_s:.1f}s")
+        raw_run = {q: fusion.to_run(res[ds.queries[q]]) for q in qids}
+        runs = {("raw question", "-"): raw_run}
+        for sk in ("oracle", "heuristic"):
+            groups = {q: [res[s] for s in subq[name][sk][q]] for q in qids}
+            lists_cache[(name, kind, sk)] = groups
+            for j in range(2):
+                runs[(f"sub-query {j + 1} alone", sk)] = {
+                    q: fusion.to_run(g[min(j, len(g) - 1)]) for q, g in groups.items()}
+            for m, fn in methods.items():
+                runs[(m, sk)] = {q: fusion.to_run(fn(g)) for q, g in groups.items()}
+            runs[("RSF (raw + sub-queries)", sk)] = {
+                q: fusion.to_run(fusion.rsf([res[ds.queries[q]]] + g, top=depth))
+                for q, g in groups.items()}
+        for (method, sk), run in runs.items():
+            pq = evaluate(run, ds.qrels, measures, per_query=True)
+            row = {"dataset": name, "retriever": kind, "split": sk, "method": method}
+            row.update(pq[measures].mean().to_dict())
+            rows.append(row)
+            pq = pq.assign(dataset=name, retriever=kind, split=sk, method=method)
+            per_query.append(pq)
+        # best single sub-query per question (an oracle choice, for reference): score every
+        # sub-query list in one evaluate call under pseudo query ids "qid::j"
+        for sk in ("oracle", "heuristic"):
+            groups = lists_cache[(name, kind, sk)]
+            run = {f"{q}::{j}": fusion.to_run(l) for q, g in groups.items()
+                   for j, l in enumerate(g)}
+            qrels = {f"{q}::{j}": ds.qrels[q] for q, g in groups.items() for j in range(len(g))}
+            pq = evaluate(run, qrels, measures, per_query=True)
+            pq["qid"] = pq["query_id"].str.rsplit("::", n=1).str[0]
+            best = pq.sort_values(measures[0], ascending=False).groupby("qid").head(1)
+            row = {"dataset": name, "retriever": kind, "split": sk,
+                   "method": "best single sub-query (oracle pick)"}
+            row.update(best[measures].mean().to_dict())
+            rows.append(row)
+
+results = pd.DataFrame(rows)
+order = ["raw question", "sub-query 1 alone", "sub-query 2 alone",
+         "best single sub-query (oracle pick)", "RRF", f"RRF (lists cut to {k})", "RSF",
+         "CombSUM", "CombMNZ", "RSF (raw + sub-queries)"]
+results["method"] = pd.Categorical(results["method"], order, ordered=True)
+results = results.sort_values(["dataset", "retriever", "split", "method"]).reset_index(drop=True)
+save_table(results.round(4), "03_fusion_metrics", tables_dir,
+           caption=f"Fusion of sub-query lists vs raw question and single sub-queries; "
+                   f"{', '.join(measures)}; profile {profile}{note}.")
+results.round(3)
+
+# %% [markdown]
+# The table reads row-wise within a (dataset, retriever, split) block. "best single
+# sub-query" picks, per question, the sub-query with the highest nDCG — it needs the labels
+# and is a ceiling for any *selection* policy, while the fusions are label-free.
+#
+# Why can RRF fall *below* a single sub-query? With $k=60$, a document at ranks 20 and 25 of
+# two lists scores $1/80 + 1/85 \approx 0.024$, more than a document ranked first in one list
+# only ($1/61 \approx 0.016$). In multi-hop retrieval each gold paragraph is usually found by
+# *one* sub-query, while deep lists (depth 100, here over a small corpus) overlap in many
+# mediocre documents, so RRF's consensus pulls those above the single-list hits. RSF's
+# $P(p)$ has no damping constant (first in one list: $P=1$; ranks 20 and 25: $P\approx 11$),
+# and cutting the lists to the top 10 before RRF removes most of the overlap.
+
+# %%
+piv = results.pivot_table(index=["dataset", "retriever", "split"], columns="method",
+                          values=measures[0], observed=True)
+cmp = pd.DataFrame({"RSF - RRF": piv["RSF"] - piv["RRF"],
+                    "RSF - CombSUM": piv["RSF"] - piv["CombSUM"],
+                    "RSF - best single": piv["RSF"] - piv["best single sub-query (oracle pick)"]})
+print(f"{measures[0]} differences per block (positive: RSF better):")
+cmp.dropna().round(3)
+
+# %%
+fig, axes = plt.subplots(len(datasets), len(retrievers), figsize=(5.5 * len(retrievers),
+                         3.6 * len(datasets)), squeeze=False)
+show = ["raw question", "sub-query 1 alone", "RRF", "RSF", "CombSUM", "CombMNZ"]
+for i, name in enumerate(datasets):
+    for j, kind in enumerate(retrievers):
+        ax = axes[i][j]
+        sub = results[(results.dataset == name) & (results.retriever == kind)
+                      & results.method.isin(show)]
+        piv = sub.pivot_table(index="method", columns="split", values=measures[0],
+                              observed=True).reindex(show)
+        piv.plot.bar(ax=ax, rot=30)
+        ax.set_title(f"{name} · {kind}")
+        ax.set_ylabel(measures[0])
+        ax.set_xlabel("")
+fig.tight_layout()
+plots.save_figure(fig, "03_fusion_ndcg", figures_dir,
+                  caption=f"{measures[0]} of the raw question, the first sub-query alone and "
+                          f"four fusions of the sub-query lists (oracle and heuristic splits); "
+                          f"raw question shown in the '-' column. Profile {profile}{note}.",
+                  profile=profile)
+
+# %% [markdown]
+# ## How often does RSF's tie-break matter?
+#
+# We count, in the fused top-$k$ of each question, documents whose rank consensus $P(p)$
+# equals another top-$k$ document's: there, RSF's order is decided by the score $S(p)$. We
+# also measure how often RSF's and RRF's top-$k$ differ at all, and show one real tie.
+
+# %%
+tie_rows, example = [], None
+for (name, kind, sk), groups in lists_cache.items():
+    n_tied_q = n_tied_docs = n_diff = n_multi = 0
+    for q, g in groups.items():
+        if len(g) < 2:
+            continue
+        n_multi += 1
+        keys = fusion.rsf_keys(g)
+        top = [d for d, _ in fusion.rsf(g, top=k)]
+        ps = [round(keys[d][0], 12) for d in top]
+        tied = [d for d, p in zip(top, ps) if ps.count(p) > 1]
+        n_tied_docs += len(tied)
+        n_tied_q += bool(tied)
+        n_diff += top != [d for d, _ in fusion.rrf(g, k=rrf_k, top=k)]
+        if tied and example is None and kind == "bm25":
+            example = (name, kind, sk, q, g, tied)
+    tie_rows.append({"dataset": name, "retriever": kind, "split": sk,
+                     "questions with >= 2 sub-queries": n_multi,
+                     f"share with a P-tie in top-{k}": n_tied_q / max(n_multi, 1),
+                     f"tied docs per question": n_tied_docs / max(n_multi, 1),
+                     f"share where RSF top-{k} != RRF top-{k}": n_diff / max(n_multi, 1)})
+ties = pd.DataFrame(tie_rows)
+save_table(ties.round(4), "03_fusion_ties", tables_dir,
+           caption=f"Rank-consensus ties P(p) in the RSF top-{k} (resolved by max score S(p)) "
+                   f"and disagreement with RRF; profile {profile}{note}.")
+ties.round(3)
+
+# %%
+if example is not None:
+    name, kind, sk, q, g, tied = example
+    keys = fusion.rsf_keys(g)
+    rsf_pos = {d: i + 1 for i, (d, _) in enumerate(fusion.rsf(g, top=depth))}
+    rrf_pos = {d: i + 1 for i, (d, _) in enumerate(fusion.rrf(g, k=rrf_k, top=depth))}
+    rank_in = lambda d: [next((r + 1 for r, (x, _) in enumerate(l) if x == d), None) for l in g]
+    print(f"{name} / {kind} / {sk} split, question: {data[name].queries[q]}")
+    print("sub-queries:", subq[name][sk][q])
+    tie_df = pd.DataFrame([{"doc": d, "ranks per sub-query": rank_in(d), "P(p)": keys[d][0],
+                            "S(p)": keys[d][1], "RSF position": rsf_pos[d],
+                            "RRF position": rrf_pos[d],
+                            "gold": data[name].qrels[q].get(d, 0) > 0} for d in tied])
+    display(tie_df.sort_values("RSF position"))
+
+# %% [markdown]
+# ## Cost per question
+#
+# Fusion runs once per rollout inside the reward loop, so it must be negligible next to
+# retrieval. We time each method over all questions' sub-query lists (depth 100 each) and
+# report microseconds per question.
+
+# %%
+time_rows = []
+for (name, kind, sk), groups in lists_cache.items():
+    gl = list(groups.values())
+    for m, fn in methods.items():
+        best = float("inf")
+        for _ in range(timing_repeats):
+            t0 = time.perf_counter()
+            for g in gl:
+                fn(g)
+            best = min(best, time.perf_counter() - t0)
+        time_rows.append({"dataset": name, "retriever": kind, "split": sk, "method": m,
+                          "us per question": 1e6 * best / max(len(gl), 1)})
+timing = pd.DataFrame(time_rows)
+timing_summary = timing.groupby("method")["us per question"].agg(["mean", "max"]).round(1)
+save_table(timing_summary.reset_index(), "03_fusion_timing", tables_dir,
+           caption=f"Fusion time per question (best of {timing_repeats} repeats, 2-3 lists of "
+                   f"depth {depth}, pure Python); profile {profile}.")
+timing_summary
+
+# %% [markdown]
+# ## Summary
+#
+# The result tables and the numbers saved below are what the README quotes. Read them with
+# the profile in mind: a subset with few distractors makes every method look better than on
+# the full corpus.
+
+# %%
+summary = {
+    "profile": profile, "datasets": datasets, "retrievers": retrievers, "k": k,
+    "depth": depth, "n_queries": {n: len(d.queries) for n, d in data.items()},
+    "n_docs": {n: len(d.corpus) for n, d in data.items()},
+    "metrics": results.assign(method=results.method.astype(str)).to_dict(orient="records"),
+    "ties": ties.to_dict(orient="records"),
+    "timing_us_per_question": timing_summary["mean"].to_dict(),
+}
+save_json(summary, run_dir / "03_fusion" / "summary.json")
+print("saved", run_dir / "03_fusion" / "summary.json")
