@@ -97,8 +97,9 @@ class RewardEnv:
         ``original + " " + model text``).
     k: metric depth; sets the reward's ``k`` parameter when it has one, and the depth of
         the nDCG logged in each record (10 when not given).
-    depth: retrieval depth (default: the reward's k, at least ``k``, and 100 for ACQO
-        rewards whose Phi reaches rank 100).
+    depth: retrieval depth (default: the reward's k, at least ``k``; 100 for ACQO
+        rewards, whose Phi reaches rank 100; 3000 for ``deepretrieval_answer_rank``, whose
+        last tier is rank 3000 in DeepRetrieval Table 8).
     fusion: how sub-query lists are fused (``rsf``, ``rrf``, ``combsum``, ``combmnz``).
     lenient: lenient parsing (queries recovered from malformed output are searched; the
         format flag stays False so format-gated rewards still penalise).
@@ -152,7 +153,8 @@ class RewardEnv:
         self.k = int(k if k is not None else 10)   # depth of the nDCG logged in records
         self.depth = int(depth if depth is not None else max(
             self.k, int(self.reward.params.get("k", self.k)),
-            100 if reward.startswith("acqo") else 0))
+            100 if reward.startswith("acqo") else 0,
+            _rewards.ANSWER_RANK_TIERS[-1][0] if reward == "deepretrieval_answer_rank" else 0))
         self.fusion = fusion
         self.lenient = lenient
         self.think_prefilled = think_prefilled

@@ -88,6 +88,14 @@ def test_group_rewards_group_by_qid_and_consecutive():
     assert out == pytest.approx([(n_alpha - n_beta) / 2, (n_beta - n_alpha) / 2, 0, 0])
 
 
+def test_default_depths():
+    assert RewardEnv(FakeRetriever(), QRELS, reward="ndcg").depth == 10
+    assert RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_recall").depth == 100
+    assert RewardEnv(FakeRetriever(), QRELS, reward="acqo_stage1", fmt="acqo").depth == 100
+    assert RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_answer_rank").depth == 3000
+    assert RewardEnv(FakeRetriever(), QRELS, reward="ndcg", depth=50).depth == 50
+
+
 def test_bad_inputs():
     with pytest.raises(QrlibError):
         RewardEnv(FakeRetriever(), QRELS, reward="nope")
