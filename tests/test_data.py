@@ -210,3 +210,18 @@ def test_topiocqa_fixture(fixtures_dir):
 def test_topiocqa_without_offline_copy(tmp_path):
     with pytest.raises(QrlibError, match="no offline copy"):
         load_dataset("topiocqa", data_dir=tmp_path)
+
+
+def test_broken_folders_give_one_line_errors(tmp_path):
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n')
+    with pytest.raises(QrlibError, match="not a BEIR folder"):
+        load_dataset(tmp_path / "half")
+    (tmp_path / "half" / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
+    with pytest.raises(QrlibError, match="available splits: none"):
+        load_dataset(tmp_path / "half")
+    (tmp_path / "half" / "qrels").mkdir()
+    (tmp_path / "half" / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "half" / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{broken\n')
+    with pytest.raises(QrlibError, match=r"corpus.jsonl:2 is not valid JSON"):
+        load_dataset(tmp_path / "half")

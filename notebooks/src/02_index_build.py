@@ -21,7 +21,7 @@ data_dir = None  # offline data root (None: qrlib.data's lookup order)
 datasets = ["scifact", "nfcorpus", "hotpotqa-mini", "hotpotqa-large", "2wikimultihopqa-mini"]  # collections to index
 pooled = {"hotpotqa-mini": ["2wikimultihopqa-mini", "hotpotqa-large"]}  # extra distractor corpora -> an extra "<name>+pool" collection
 split = "test"  # qrels split whose queries are run
-retrievers = ["bm25", "bm25-ref", "dense"]  # bm25 = bm25s, bm25-ref = rank_bm25, dense = encoder + FAISS flat
+retrievers = ["bm25", "bm25-ref", "dense"]  # bm25: bm25s; bm25-ref: rank_bm25; dense: encoder + FAISS flat
 dense_datasets = ["scifact", "nfcorpus"]  # collections that also get a dense index (encoding is the slow part)
 reference_max_docs = 200_000  # skip the slow rank_bm25 reference on larger corpora (full BEIR HotpotQA)
 n_queries = None  # queries per collection (None: the whole split)
