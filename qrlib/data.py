@@ -315,11 +315,16 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
                          f"{', '.join(KNOWN_DATASETS)} or a BEIR folder path")
     raw = str(name_or_path)
     path = Path(raw).expanduser()
-    name = path.name if path.is_dir() else raw
+    looks_like_path = isinstance(name_or_path, os.PathLike) or os.path.sep in raw \
+        or raw.startswith((".", "~"))
+    # a bare name that happens to match an unrelated folder in cwd is still a name
+    as_path = path.is_dir() and (looks_like_path or _is_beir_folder(path)
+                                 or (path / "MultiHopRAG.json").exists())
+    name = path.name if as_path else raw
     key = name.lower()
     ds: Dataset | None = None
     searched: list[str] = []
-    if key in ("multihop-rag", "multihoprag", "topiocqa") and not path.is_dir():
+    if key in ("multihop-rag", "multihoprag", "topiocqa") and not as_path:
         from qrlib import loaders
 
         for cand in candidate_dirs(name, data_dir):
@@ -331,7 +336,7 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
         if ds is None:
             raise QrlibError(f"dataset {name!r} has no offline copy; searched {'; '.join(searched)}"
                              f"; put its official files in one of these folders")
-    elif path.is_dir():
+    elif as_path:
         if key in ("multihop-rag", "multihoprag") or (path / "MultiHopRAG.json").exists():
             from qrlib.loaders import load_multihop_rag
 

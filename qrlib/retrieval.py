@@ -274,9 +274,7 @@ def resolve_model(model: str) -> tuple[str, str]:
     if Path(model).expanduser().is_dir():
         p = Path(model).expanduser().resolve()
         return p.name, str(p)
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        # a hub id may still be in the local HF cache; SentenceTransformer will say if not
-        return model.replace("/", "__"), model
+    # a hub id: downloaded when online, or read from the local HF cache when offline
     return model.replace("/", "__"), model
 
 
