@@ -406,6 +406,7 @@ for (name, method), df in REWRITES.items():
     atomic_write(p, df.to_json(orient="records", lines=True))
 save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,
            "datasets": datasets, "train_runs": train_runs, "n_test_queries": n_test_queries,
+           "n_train_queries": n_train_queries,
            "n_distractors": n_distractors, "eval_max_new_tokens": eval_max_new_tokens, "seed": seed},
           out_dir / "settings.json")
 print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))

@@ -1,0 +1,240 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # run folder written by the earlier notebooks
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run
+cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
+seed = 0  # seed (subsets are rebuilt from each source's settings.json)
+data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
+sources = ["05_vanilla_rl"]  # notebook folders under run_dir holding rewrites/DATASET/METHOD.jsonl
+retrievers = ["bm25", "dense"]  # retrievers every method is evaluated with
+eval_k = 100  # retrieval depth (R@100)
+latency_queries = 5  # queries re-generated with each adapter to time generation (0 skips)
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+
+# %% [markdown]
+# # 10 · Evaluation: every method, dataset and retriever in one table
+#
+# This notebook gathers what the training notebooks left under `run_dir` — the greedy
+# rewrites of the test queries by each method (raw query, untrained model, each trained
+# adapter) — and scores them the way ACQO reports results:
+#
+# * **effectiveness** (ACQO Tables 2-3): MRR@3, NDCG@3, R@4, R@10, R@100, MAP@10, MRR@10,
+#   NDCG@10 — computed by `ir-measures` (MRR is `RR@k`, MAP is `AP@k`);
+# * **latency per query** split into generation, retrieval and fusion (ACQO Table 6a);
+# * **generated tokens** per query (ACQO Table 8).
+#
+# It also loads every trained LoRA adapter of the run (`run_dir/rl/*/adapter`) and times
+# its generation on a few queries, so the latency table does not depend on how busy the
+# machine was while the training notebook ran.
+#
+# Rewrite files are JSON lines with at least `qid`, `search_text` (or a list
+# `search_texts` for multi-query methods, fused with RSF), `gen_tokens`, `gen_seconds`.
+
+# %%
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if cache_dir:
+    os.environ["QRLIB_CACHE"] = str(cache_dir)
+
+import pandas as pd
+import torch
+
+from qrlib import data as qdata
+from qrlib import fusion, metrics, plots, policy, retrieval
+from qrlib.workbook import load_json, save_table
+
+plots.setup()
+if torch_threads:
+    torch.set_num_threads(int(torch_threads))
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+MEASURES = ("RR@3", "nDCG@3", "R@4", "R@10", "R@100", "AP@10", "RR@10", "nDCG@10")
+LABELS = {"RR@3": "MRR@3", "RR@10": "MRR@10", "AP@10": "MAP@10", "nDCG@3": "NDCG@3",
+          "nDCG@10": "NDCG@10"}
+
+# %% [markdown]
+# ## 1. What the run holds
+
+# %%
+found = []  # (source, dataset, method, path)
+settings = {}
+for src in sources:
+    base = run_dir / src
+    if not (base / "rewrites").exists():
+        print(f"{src}: no rewrites under {base} (notebook not run in this profile?)")
+        continue
+    settings[src] = load_json(base / "settings.json") if (base / "settings.json").exists() else {}
+    for p in sorted((base / "rewrites").glob("*/*.jsonl")):
+        found.append((src, p.parent.name, p.stem, p))
+inventory = pd.DataFrame([(s, d, m) for s, d, m, _ in found], columns=["source", "dataset", "method"])
+adapters = sorted(p.parent for p in run_dir.glob("rl/*/adapter/adapter_config.json"))
+print(f"{len(found)} rewrite files, {len(adapters)} adapters: {[a.parent.name for a in adapters]}")
+inventory
+
+# %% [markdown]
+# ## 2. Test collections
+#
+# Each source notebook recorded how it cut its test set (`n_test_queries`, `n_distractors`,
+# `seed`); `qrlib.data.subset` is deterministic, so the same queries and corpus come back.
+
+# %%
+COLL, RETR = {}, {}
+
+
+def collection(src, name):
+    s = settings.get(src, {})
+    key = (name, s.get("n_test_queries"), s.get("n_distractors"), s.get("seed", seed))
+    if key not in COLL:
+        te = qdata.load_dataset(name, "test", data_dir=data_dir)
+        te_sub = qdata.subset(te, n_queries=key[1], n_distractors=key[2], seed=key[3])
+        corpus = dict(te_sub.corpus)
+        if key[2] is not None:  # 05 adds the judged docs of its training queries
+            tr = qdata.load_dataset(name, "train", data_dir=data_dir)
+            tr = qdata.subset(tr, n_queries=s.get("n_train_queries"), n_distractors=0, seed=key[3])
+            corpus.update(tr.corpus)
+        COLL[key] = (te_sub, corpus)
+    return key
+
+
+def get_retriever(key, kind):
+    if (key, kind) not in RETR:
+        kw = {"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}
+        RETR[key, kind] = retrieval.build_retriever(kind, COLL[key][1], **kw)
+    return RETR[key, kind]
+
+
+for src in settings:
+    if "n_train_queries" not in settings[src]:
+        settings[src]["n_train_queries"] = None
+# 05 records n_train_queries in its config files; read it from any adapter of the run
+for a in adapters:
+    cfg = load_json(a.parent / "config.json")
+    for src in settings:
+        if settings[src].get("n_train_queries") is None:
+            settings[src]["n_train_queries"] = cfg.get("n_queries")
+keys = {(src, d): collection(src, d) for src, d, _, _ in found}
+{k: (len(COLL[v][0].queries), len(COLL[v][1])) for k, v in keys.items()}
+
+# %% [markdown]
+# ## 3. Effectiveness (ACQO Tables 2-3 metrics)
+#
+# A trained adapter is scored only with the retriever it was trained for (its method name
+# says which); raw and untrained rewrites are scored with every retriever.
+
+# %%
+rows, lat_rows, tok_rows = [], [], []
+for src, name, method, path in found:
+    df = pd.read_json(path, lines=True, dtype={"qid": str})
+    key = keys[src, name]
+    te, _ = COLL[key]
+    for kind in retrievers:
+        if method.startswith("trained-") and not method.startswith(f"trained-{kind}-"):
+            continue
+        retr = get_retriever(key, kind)
+        texts = (df.search_texts.tolist() if "search_texts" in df
+                 else [[t] for t in df.search_text.tolist()])
+        flat = [t for ts in texts for t in ts]
+        t0 = time.perf_counter()
+        for t in flat:  # one query at a time: online latency
+            retr.search([t], eval_k)
+        t_ret = (time.perf_counter() - t0) / len(df)
+        res = retr.search(flat, eval_k)
+        lists, i = [], 0
+        t0 = time.perf_counter()
+        for ts in texts:
+            sub = res[i:i + len(ts)]
+            i += len(ts)
+            lists.append(sub[0] if len(sub) == 1 else fusion.rsf(sub))
+        t_fus = (time.perf_counter() - t0) / len(df) if any(len(ts) > 1 for ts in texts) else 0.0
+        run = dict(zip(df.qid, lists))
+        ev = metrics.evaluate(run, te.qrels, MEASURES)
+        rows.append({"dataset": name, "retriever": kind, "method": method, "source": src,
+                     "n_queries": len(df), **{LABELS.get(m, m): ev[m].iloc[0] for m in MEASURES}})
+        lat_rows.append({"dataset": name, "retriever": kind, "method": method,
+                         "generation_ms": 1000 * df.gen_seconds.mean() if "gen_seconds" in df else 0.0,
+                         "retrieval_ms": 1000 * t_ret, "fusion_ms": 1000 * t_fus})
+    if "gen_tokens" in df:
+        tok_rows.append({"dataset": name, "method": method, "mean_tokens": df.gen_tokens.mean(),
+                         "median_tokens": df.gen_tokens.median(), "max_tokens": df.gen_tokens.max()})
+effect = pd.DataFrame(rows).sort_values(["dataset", "retriever", "method"]).reset_index(drop=True)
+save_table(effect, "10_effectiveness", tables_dir,
+           caption=("Test effectiveness of every method x dataset x retriever (metrics of ACQO "
+                    f"Tables 2-3; MRR=RR, MAP=AP, from ir-measures) [profile: {profile}; test "
+                    "subsets and small models, not the paper's setting]"))
+effect
+
+# %% [markdown]
+# ## 4. Latency per query (ACQO Table 6a)
+#
+# Generation time comes from the rewriting pass of the source notebook (batched greedy
+# decoding, so a per-query share of the batch) and, where adapters exist, from a fresh
+# timing below; retrieval is timed here one query at a time; fusion is zero for
+# single-query methods.
+
+# %%
+fresh = []
+if latency_queries and adapters:
+    for a in adapters:
+        cfg = load_json(a.parent / "config.json")
+        name = cfg["dataset"]
+        src = next(iter(settings), None)
+        te = COLL[keys[src, name]][0] if (src, name) in keys else qdata.load_dataset(name, "test")
+        qs = dict(list(te.queries.items())[:latency_queries])
+        m, tok = policy.load_policy(cfg["model"], adapter=a)
+        s = settings.get(src, {})
+        for bs in (1, len(qs)):
+            df = policy.rewrite_queries(m, tok, qs, cfg["prompt"], fmt=cfg["fmt"],
+                                        prefill=cfg.get("prefill", ""),
+                                        mode="expand" if cfg.get("expansion") else "rewrite",
+                                        max_new_tokens=s.get("eval_max_new_tokens", 32),
+                                        batch_size=bs, progress=False)
+            fresh.append({"adapter": a.parent.name, "batch_size": bs,
+                          "generation_ms_per_query": 1000 * df.gen_seconds.mean(),
+                          "tokens_per_query": df.gen_tokens.mean()})
+        del m
+fresh = pd.DataFrame(fresh)
+latency = pd.DataFrame(lat_rows)
+latency["total_ms"] = latency[["generation_ms", "retrieval_ms", "fusion_ms"]].sum(axis=1)
+save_table(latency, "10_latency", tables_dir,
+           caption=(f"Per-query latency split into generation, retrieval and fusion (ACQO Table 6a "
+                    f"layout); CPU, {torch.get_num_threads()} threads [profile: {profile}]"))
+if len(fresh):
+    save_table(fresh, "10_generation_timing", tables_dir,
+               caption=f"Fresh generation timing of every trained adapter [profile: {profile}]")
+display(latency)
+fresh
+
+# %% [markdown]
+# ## 5. Generated tokens (ACQO Table 8)
+
+# %%
+tokens = pd.DataFrame(tok_rows)
+save_table(tokens, "10_generated_tokens", tables_dir,
+           caption=f"Generated tokens per query (ACQO Table 8 layout) [profile: {profile}]")
+tokens
+
+# %% [markdown]
+# ## 6. Figure: NDCG@10 by method
+
+# %%
+import matplotlib.pyplot as plt
+
+if len(effect):
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    piv = effect.pivot_table(index="method", columns=["dataset", "retriever"], values="NDCG@10")
+    piv.plot.barh(ax=ax)
+    ax.set(xlabel="NDCG@10", ylabel="")
+    plots.save_figure(fig, "10_ndcg_by_method", figures_dir, profile=profile,
+                      caption="Test NDCG@10 of every method (small models and test subsets)")

@@ -1,0 +1,113 @@
+"""Policy loading (offline GGUF -> cached safetensors), assembly checks, generation."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from qrlib import policy
+from qrlib.errors import QrlibError
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return policy.load_policy("smollm2")
+
+
+def _fake_parts(tmp_path, monkeypatch, chunks):
+    files = []
+    for i, c in enumerate(chunks):
+        f = tmp_path / f"part{i}.bin"
+        f.write_bytes(c)
+        files.append(f)
+    monkeypatch.setattr(policy, "_package_file", lambda pkg, rel: files[int(pkg)])
+    monkeypatch.setenv("QRLIB_CACHE", str(tmp_path / "cache"))
+    return [(str(i), "x") for i in range(len(chunks))]
+
+
+def test_split_gguf_is_assembled_in_order_and_verified(tmp_path, monkeypatch):
+    parts = _fake_parts(tmp_path, monkeypatch, [b"abc", b"def"])
+    # sha256("abcdef"), worked out independently of the code under test
+    good = "bef57ec7f53a6d40beb640a780a639c83bc29ac8a9816f1fc6c5c6dcd93c4721"
+    assert hashlib.sha256(b"abcdef").hexdigest() == good
+    spec = policy.OfflineModel("fake", "x/y", "fake.gguf", tuple(parts), good, 6)
+    monkeypatch.setitem(policy.OFFLINE_MODELS, "fake", spec)
+    path = policy.gguf_path("fake")
+    assert path.read_bytes() == b"abcdef"
+    assert path.parent == tmp_path / "cache" / "models" / "gguf"
+
+
+def test_split_gguf_mismatch_is_one_line_error_and_leaves_nothing(tmp_path, monkeypatch):
+    parts = _fake_parts(tmp_path, monkeypatch, [b"def", b"abc"])  # wrong order
+    good = hashlib.sha256(b"abcdef").hexdigest()
+    spec = policy.OfflineModel("fake2", "x/y", "fake2.gguf", tuple(parts), good, 6)
+    monkeypatch.setitem(policy.OFFLINE_MODELS, "fake2", spec)
+    with pytest.raises(QrlibError) as err:
+        policy.gguf_path("fake2")
+    assert "\n" not in str(err.value) and "sha256" in str(err.value)
+    assert not (tmp_path / "cache" / "models" / "gguf" / "fake2.gguf").exists()
+    assert not list((tmp_path / "cache" / "models" / "gguf").glob("*.tmp"))
+
+
+def test_real_packages_verify():
+    assert policy.gguf_path("smollm2").stat().st_size == 98362432
+    qwen = policy.OFFLINE_MODELS["qwen2.5-coder-0.5b"]
+    assert sum(1 for _ in qwen.parts) == 6 and qwen.size == 491_400_064
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(QrlibError, match="cannot load model"):
+        policy.load_policy("no-such-org/no-such-model-xyz")
+
+
+def test_dequantised_cache_is_plain_checkpoint(smol):
+    model, tok = smol
+    d = policy.dequantised_dir("smollm2")
+    assert (d / "model.safetensors").exists() and (d / "tokenizer.json").exists()
+    import json
+
+    cfg = json.loads((d / "config.json").read_text())
+    assert "quantization_config" not in cfg
+    assert tok.padding_side == "left" and tok.pad_token is not None
+
+
+def test_generate_shapes_budget_and_left_padding(smol):
+    model, tok = smol
+    short = tok.apply_chat_template([{"role": "user", "content": "Say hi."}], tokenize=False,
+                                    add_generation_prompt=True)
+    long = tok.apply_chat_template(
+        [{"role": "user", "content": "Write a long search query about vitamin D, bone density "
+                                     "and fracture risk in older adults."}],
+        tokenize=False, add_generation_prompt=True)
+    alone = policy.generate(model, tok, [short], max_new_tokens=6)
+    batch = policy.generate(model, tok, [long, short], max_new_tokens=6)
+    assert len(batch) == 2
+    # left padding: the short prompt's greedy continuation does not change inside a batch
+    assert batch[1] == alone[0]
+    for text in batch:
+        assert len(tok(text, add_special_tokens=False)["input_ids"]) <= 6
+    sampled = policy.generate(model, tok, [short, long], max_new_tokens=4, do_sample=True,
+                              temperature=1.0, num_return_sequences=3, seed=1)
+    assert len(sampled) == 6
+
+
+def test_generate_rejects_bad_arguments(smol):
+    model, tok = smol
+    with pytest.raises(QrlibError):
+        policy.generate(model, tok, "one string", max_new_tokens=4)
+    with pytest.raises(QrlibError):
+        policy.generate(model, tok, ["x"], max_new_tokens=0)
+
+
+def test_rewrite_queries_expand_and_fallback(smol, monkeypatch):
+    model, tok = smol
+    outs = iter([['answer"}</answer>', "garbage with no json"]])
+    monkeypatch.setattr(policy, "generate", lambda *a, **k: next(outs))
+    df = policy.rewrite_queries(model, tok, {"q1": "claim one", "q2": "claim two"},
+                                {"user": "{query}"}, fmt="deepretrieval-nothink",
+                                prefill='<answer>{"query": "extra ', mode="expand",
+                                progress=False)
+    assert df.loc[0, "rewrite"] == "extra answer"
+    assert df.loc[0, "search_text"] == "claim one extra answer"
+    assert bool(df.loc[0, "format_ok"]) and bool(df.loc[0, "modified"])
+    assert not bool(df.loc[1, "format_ok"])
