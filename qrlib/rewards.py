@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+import numpy as np
+
 from qrlib import fusion as _fusion
 from qrlib.errors import QrlibError
 
@@ -174,22 +176,73 @@ def acqo_score(ranks: Sequence[int], format_ok: bool = True, *, eta: float = 0.6
     return delta if gate else total + delta
 
 
+class _RSFTable:
+    """The M lists of one rollout as arrays, to get RSF ranks of the gold documents for any
+    subset of the lists without building and sorting the fused list (same order as
+    :func:`qrlib.fusion.rsf`: P ascending, S descending, doc id)."""
+
+    def __init__(self, lists: Sequence[Ranked], qrels: Mapping[str, int]) -> None:
+        docs = list(dict.fromkeys(d for lst in lists for d, _ in lst))
+        pos = {d: i for i, d in enumerate(docs)}
+        m = len(lists)
+        self.inv = np.zeros((len(docs), m))
+        self.score = np.full((len(docs), m), -np.inf)
+        for j, lst in enumerate(lists):
+            for r, (d, sc) in enumerate(lst, start=1):
+                i = pos[d]
+                self.inv[i, j] += 1.0 / r           # as fusion.rsf_keys (duplicates add)
+                self.score[i, j] = max(self.score[i, j], float(sc))
+        order = sorted(range(len(docs)), key=docs.__getitem__)
+        self.id_rank = np.empty(len(docs), dtype=np.int64)
+        self.id_rank[order] = np.arange(len(docs))
+        self.gold = np.array([pos[d] for d in docs if qrels.get(d, 0) >= 1], dtype=np.int64)
+
+    def gold_ranks(self, idx: Sequence[int], k: int | None) -> list[int]:
+        if not len(self.gold):
+            return []
+        cols = list(idx)
+        inv = self.inv[:, cols[0]].copy()
+        for c in cols[1:]:                          # same summation order as fusion.rsf_keys
+            inv += self.inv[:, c]
+        present = inv > 0
+        with np.errstate(divide="ignore"):
+            p = np.where(present, 1.0 / np.where(present, inv, 1.0), np.inf)
+        s = self.score[:, cols].max(axis=1)
+        out = []
+        for g in self.gold:
+            if not present[g]:
+                continue
+            better = (p < p[g]) | ((p == p[g]) & ((s > s[g]) |
+                                                  ((s == s[g]) & (self.id_rank < self.id_rank[g]))))
+            r = int(np.count_nonzero(better & present)) + 1
+            if k is None or r <= k:
+                out.append(r)
+        return sorted(out)
+
+
 def acqo_stage1(sub_lists: Sequence[Ranked], qrels: Mapping[str, int],
                 format_ok: bool = True, *, k: int = 100, eta: float = 0.6,
                 delta: float = -1.0, fusion: str = "rsf", gate: bool = True) -> float:
     """ACQO Eq. 6: max over non-empty subsets Q' of the sub-queries of S(R_k(Q')), with
-    R_k the top-k of the RSF fusion (Eq. 2) of the subset's lists."""
+    R_k the top-k of the RSF fusion (Eq. 2) of the subset's lists.
+
+    With ``fusion="rsf"`` the gold ranks of all 2^M - 1 subsets come from one array table
+    (no fused list is built); other fusions build each subset's list."""
     if not format_ok and gate:
         return delta
     if not sub_lists:
         return acqo_score([], format_ok, eta=eta, delta=delta, gate=gate)
     best = -math.inf
     n = len(sub_lists)
+    table = _RSFTable(sub_lists, qrels) if fusion == "rsf" and n > 1 else None
     for size in range(1, n + 1):
         for idx in combinations(range(n), size):
-            fused = _fusion.fuse([sub_lists[i] for i in idx], fusion, top=k)
-            s = acqo_score(gold_ranks(fused, qrels), format_ok, eta=eta, delta=delta,
-                           gate=gate)
+            if table is not None:
+                ranks = table.gold_ranks(idx, k)
+            else:
+                ranks = gold_ranks(_fusion.fuse([sub_lists[i] for i in idx], fusion, top=k),
+                                   qrels)
+            s = acqo_score(ranks, format_ok, eta=eta, delta=delta, gate=gate)
             best = max(best, s)
     return best
 
@@ -201,9 +254,13 @@ def acqo_stage2(sub_lists: Sequence[Ranked], qrels: Mapping[str, int],
     """ACQO Eq. 9-10: S(R_k(Q)) over the fusion of *all* sub-queries, with Phi'."""
     if not format_ok and gate:
         return delta
-    fused = _fusion.fuse(list(sub_lists), fusion, top=k) if sub_lists else []
-    return acqo_score(gold_ranks(fused, qrels), format_ok, eta=eta, delta=delta, lam=lam,
-                      k_star=k_star, gate=gate)
+    if fusion == "rsf" and len(sub_lists) > 1:
+        ranks = _RSFTable(sub_lists, qrels).gold_ranks(range(len(sub_lists)), k)
+    else:
+        fused = _fusion.fuse(list(sub_lists), fusion, top=k) if sub_lists else []
+        ranks = gold_ranks(fused, qrels)
+    return acqo_score(ranks, format_ok, eta=eta, delta=delta, lam=lam, k_star=k_star,
+                      gate=gate)
 
 
 def acqo_tau(stage1_rewards: Sequence[float]) -> float:

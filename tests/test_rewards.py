@@ -223,3 +223,30 @@ def test_group_rewards_on_observations():
         obs([("g", 1.0)], qrels, tagged=False, n_chars=20)])
     # raw penalties 0, 40, 20 -> non-zero ones mapped into [0.1, 1]: 40 -> 1, 20 -> 0.1
     assert [d["reward"] for d in rl] == approx([1.0, 1 - 0.5, 1 - 0.05])
+
+
+def test_stage1_fast_rsf_path_matches_fused_lists():
+    """The array path of acqo_stage1 must give the ranks of fusion.rsf exactly (ties too)."""
+    from itertools import combinations
+
+    from qrlib import fusion
+    rng = random.Random(7)
+    for trial in range(200):
+        m = rng.randint(2, 3)
+        pool = [f"d{i}" for i in range(rng.randint(5, 40))]
+        lists = []
+        for _ in range(m):
+            docs = rng.sample(pool, rng.randint(1, len(pool)))
+            # coarse scores to force P and S ties
+            lists.append([(d, float(rng.randint(0, 3))) for d in docs])
+            lists[-1].sort(key=lambda t: -t[1])
+        qrels = {d: 1 for d in rng.sample(pool, rng.randint(0, 4))}
+        k = rng.choice([3, 10, 100])
+        slow = max(R.acqo_score(R.gold_ranks(fusion.rsf([lists[i] for i in idx], top=k), qrels),
+                                eta=0.6)
+                   for size in range(1, m + 1) for idx in combinations(range(m), size))
+        assert R.acqo_stage1(lists, qrels, k=k, eta=0.6) == approx(slow, abs=1e-12), trial
+        full = R.acqo_score(R.gold_ranks(fusion.rsf(lists, top=k), qrels), eta=0.6, lam=1.0,
+                            k_star=3)
+        assert R.acqo_stage2(lists, qrels, k=k, eta=0.6, lam=1.0, k_star=3) == approx(
+            full, abs=1e-12), trial
