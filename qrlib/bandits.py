@@ -22,9 +22,8 @@ times and its posterior mean exceeds ``tau`` (defaults n=4, tau=0.77, lambda=0.9
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
