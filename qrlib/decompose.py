@@ -252,7 +252,8 @@ def parse_query_list(text: str, max_queries: int | None = None) -> list[str]:
     """Sub-queries from a completion that should be a JSON list of strings.
 
     Takes the first ``[...]`` that parses as JSON; falls back to one query per non-empty
-    line (bullets and numbering stripped). Never raises; returns ``[]`` for junk.
+    line (bullets and numbering stripped) when there are several lines or list markers.
+    Never raises; returns ``[]`` for junk such as a one-line refusal.
     """
     text = str(text or "")
     out: list[str] = []
@@ -266,10 +267,15 @@ def parse_query_list(text: str, max_queries: int | None = None) -> list[str]:
             if out:
                 break
     if not out:
-        for line in text.splitlines():
-            line = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip().strip('",')
+        lines, marked = [], False
+        for raw in text.splitlines():
+            line = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", raw).strip().strip('",')
             if len(content_words(line)) >= 1 and not line.startswith(("[", "]", "```")):
-                out.append(line)
+                lines.append(line)
+                marked |= line != raw.strip()
+        # one unmarked line of prose ("I cannot help ...") is not a list of queries
+        if marked or len(lines) >= 2:
+            out = lines
     out = _dedupe(out)
     return out[:max_queries] if max_queries else out
 

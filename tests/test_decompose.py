@@ -85,6 +85,8 @@ def test_parse_query_list_json_and_fallback():
     assert parse_query_list('Sure! ["a b", "c d", "a b"] done') == ["a b", "c d"]
     assert parse_query_list("1. first query\n2. second query", 1) == ["first query"]
     assert parse_query_list("") == []
+    assert parse_query_list("Sorry, I cannot do that.") == []
+    assert parse_query_list("- only one bullet") == ["only one bullet"]
     assert parse_query_list(json.dumps(["x y"] * 3)) == ["x y"]
 
 
@@ -94,3 +96,40 @@ def test_bandit_prompts_registered():
         msgs = prompts.render(name, request="Who wrote Hamlet?", n_queries=3)
         text = " ".join(m["content"] for m in msgs)
         assert "Who wrote Hamlet?" in text and "3" in text and "JSON" in text
+
+
+class _FakeTok:
+    def apply_chat_template(self, msgs, tokenize=False, add_generation_prompt=True):
+        return " | ".join(m["content"] for m in msgs)
+
+
+def test_model_split_caches_and_falls_back(monkeypatch, tmp_path):
+    import qrlib.policy
+
+    calls = []
+
+    def fake_generate(model, tok, prompts, max_new_tokens, do_sample, temperature, top_p,
+                      num_return_sequences, **kw):
+        calls.append((list(prompts), num_return_sequences, do_sample))
+        outs = []
+        for p in prompts:
+            outs += ['["Battle of Manila", "Battle of Guam"]', "I cannot help with that."][
+                :num_return_sequences]
+        return outs
+
+    monkeypatch.setattr(qrlib.policy, "generate", fake_generate)
+    from qrlib.decompose import model_split
+
+    q = "Which battle occurred first, the Battle of Manila or the Battle of Guam?"
+    cache = tmp_path / "dec.json"
+    out = model_split([q], None, _FakeTok(), n_queries=3, n_samples=2, cache_path=cache,
+                      model_name="fake")
+    assert out[0][0] == ["Battle of Manila", "Battle of Guam"]
+    assert out[0][1] == heuristic_split(q, 3)          # junk completion -> heuristic fallback
+    assert calls[0][1] == 2 and calls[0][2] is True     # two samples -> sampling on
+    assert q in calls[0][0][0] and "3" in calls[0][0][0]
+    stored = json.loads(cache.read_text())
+    assert sorted(v["fallback"] for v in stored.values()) == [False, True]
+    again = model_split([q], None, _FakeTok(), n_queries=3, n_samples=2, cache_path=cache,
+                        model_name="fake")
+    assert again == out and len(calls) == 1             # served from the JSON cache
