@@ -252,15 +252,19 @@ for i, name in enumerate(datasets):
                       & results.method.isin(show)]
         piv = sub.pivot_table(index="method", columns="split", values=measures[0],
                               observed=True).reindex(show)
-        piv.plot.bar(ax=ax, rot=30)
+        piv = piv.rename(columns={"-": "raw question"})
+        piv.plot.bar(ax=ax, rot=30, legend=False)
         ax.set_title(f"{name} · {kind}")
         ax.set_ylabel(measures[0])
         ax.set_xlabel("")
-fig.tight_layout()
+handles, labels = axes[0][0].get_legend_handles_labels()
+fig.legend(handles, labels, title="sub-queries from", loc="lower center", ncol=3,
+           bbox_to_anchor=(0.5, -0.04))
+fig.tight_layout(rect=(0, 0.05, 1, 1))
 plots.save_figure(fig, "03_fusion_ndcg", figures_dir,
                   caption=f"{measures[0]} of the raw question, the first sub-query alone and "
-                          f"four fusions of the sub-query lists (oracle and heuristic splits); "
-                          f"raw question shown in the '-' column. Profile {profile}{note}.",
+                          f"four fusions of the sub-query lists (oracle and heuristic splits). "
+                          f"Profile {profile}{note}.",
                   profile=profile)
 
 # %% [markdown]
