@@ -425,7 +425,8 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
 
     cuda = _cuda()
     dtype = cfg.dtype or ("bfloat16" if cuda else "float32")
-    model, tok = load_policy(cfg.model, adapter=cfg.init_adapter, dtype=dtype,
+    # load on CPU: the Trainer/accelerate places the model on each process's own device
+    model, tok = load_policy(cfg.model, adapter=cfg.init_adapter, dtype=dtype, device="cpu",
                              trainable=cfg.init_adapter is not None)
     peft_config = None if cfg.init_adapter else LoraConfig(
         r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,

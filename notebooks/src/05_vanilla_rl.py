@@ -103,36 +103,33 @@ print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}"
 #   raw-claim score, so any reward gain must come from the added terms.
 #
 # Both prompts carry one worked example (small models follow an example much better than
-# a description), and the answer layout is DeepRetrieval's *w/o reasoning* variant:
+# a description) and are kept short: on a CPU the prompt tokens are processed again in the
+# log-prob, reference and backward passes of every rollout, so prompt length is a large
+# part of a GRPO step. The answer layout is DeepRetrieval's *w/o reasoning* variant:
 # `<answer>{"query": "..."}</answer>`. With `prefill`, the assistant turn already starts
 # with `<answer>{"query": "`, so the model only has to write the terms and close the JSON.
 
 # %%
 PROMPTS = {
     "rewrite": {
-        "system": ("You turn scientific claims into search queries for a search engine over "
-                   "research abstracts."),
-        "user": ("Claim: {query}\n\nWrite one search query that finds abstracts which support "
-                 "or refute this claim. Reply only with <answer>{{\"query\": \"...\"}}</answer>.\n"
-                 "Example -- claim: Vitamin D lowers fracture risk in the elderly. Reply: "
-                 "<answer>{{\"query\": \"vitamin D supplementation fracture risk older adults "
-                 "trial\"}}</answer>"),
+        "system": "",
+        "user": ("Rewrite this scientific claim as a keyword query for searching research "
+                 "abstracts.\nExample: Vitamin D lowers fracture risk in the elderly -> "
+                 "<answer>{{\"query\": \"vitamin D supplementation fracture risk older adults\"}}"
+                 "</answer>\nClaim: {query}"),
     },
     "expand": {
-        "system": ("You add search terms to scientific claims for a search engine over "
-                   "research abstracts."),
-        "user": ("Claim: {query}\n\nList extra keywords (synonyms, related concepts, likely "
-                 "words of a matching abstract) that are NOT already in the claim. Reply only "
-                 "with <answer>{{\"query\": \"...\"}}</answer>.\n"
-                 "Example -- claim: Vitamin D lowers fracture risk in the elderly. Reply: "
-                 "<answer>{{\"query\": \"cholecalciferol supplementation hip bone mineral "
-                 "density osteoporosis randomized\"}}</answer>"),
+        "system": "",
+        "user": ("Give extra keywords (synonyms, related terms) missing from this scientific "
+                 "claim, to help find matching research abstracts.\nExample: Vitamin D lowers "
+                 "fracture risk in the elderly -> <answer>{{\"query\": \"cholecalciferol hip "
+                 "bone density osteoporosis trial\"}}</answer>\nClaim: {query}"),
     },
 }
 FMT = "deepretrieval-nothink"
 PREFILL = '<answer>{"query": "' if prefill else ""
 for mode_, p_ in PROMPTS.items():
-    print(f"--- {mode_}\n{p_['system']}\n{p_['user'].format(query='<claim>')}\n")
+    print(f"--- {mode_}\n{p_['user'].format(query='<claim>')}\n")
 
 # %% [markdown]
 # ## 2. Data and retrievers
@@ -414,8 +411,28 @@ print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 # %% [markdown]
 # ## What moved the needle
 #
-# The table of section 5 (first vs last quarter of training) and section 6 (test metrics)
-# are the evidence; the summary below is computed from them, not written in advance.
+# Levers tried while building this notebook (short probes on SciFact train claims, BM25,
+# 8 rollouts per step; not re-run here):
+#
+# * **Prefilling the answer layout** (`prefill`): SmolLM2-135M with a JSON-only prompt and
+#   no prefill, sampling at temperature 1.0, produced 0 of 16 format-valid completions in
+#   its first two steps (chatty or off-topic text). With the assistant turn starting at
+#   `<answer>{"query": "` the format is mostly settled by construction, so the reward
+#   measures retrieval rather than formatting.
+# * **A worked example in the prompt**: Qwen2.5-Coder-0.5B follows the layout from the
+#   first step (7 of 8 rollouts valid) and writes keyword lists; many rewrites are close
+#   paraphrases of the claim, whose nDCG is then about that of the claim itself.
+# * **Expansion instead of rewriting** (`train_runs` mode `expand`): copying the claim
+#   gains nothing over the raw-claim score, so the reward spread within a group comes from
+#   the added terms only — the setting used by the cpu profile.
+# * **A deeper reward** (`reward_k` = 100 rather than 10): with about one relevant abstract
+#   per SciFact claim, nDCG@10 is zero for every rollout whose gold abstract ranks below 10;
+#   nDCG@100 still separates rank 15 from rank 80 (DeepRetrieval trains with large k for
+#   the same reason). `frac_reward_zero_std` in the log is the share of groups that gave
+#   GRPO no signal at all.
+#
+# The tables of sections 5 and 6 are the evidence for this run; the summary below is
+# computed from them, not written in advance.
 
 # %%
 for _, r in first_last.iterrows():
