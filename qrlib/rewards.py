@@ -182,16 +182,24 @@ class _RSFTable:
     :func:`qrlib.fusion.rsf`: P ascending, S descending, doc id)."""
 
     def __init__(self, lists: Sequence[Ranked], qrels: Mapping[str, int]) -> None:
+        inv_d: list[dict[str, float]] = []
+        sc_d: list[dict[str, float]] = []
+        for lst in lists:
+            iv: dict[str, float] = {}
+            sc: dict[str, float] = {}
+            for r, (d, v) in enumerate(lst, start=1):
+                iv[d] = iv.get(d, 0.0) + 1.0 / r    # as fusion.rsf_keys (duplicates add)
+                v = float(v)
+                if d not in sc or v > sc[d]:
+                    sc[d] = v
+            inv_d.append(iv)
+            sc_d.append(sc)
         docs = list(dict.fromkeys(d for lst in lists for d, _ in lst))
         pos = {d: i for i, d in enumerate(docs)}
-        m = len(lists)
-        self.inv = np.zeros((len(docs), m))
-        self.score = np.full((len(docs), m), -np.inf)
-        for j, lst in enumerate(lists):
-            for r, (d, sc) in enumerate(lst, start=1):
-                i = pos[d]
-                self.inv[i, j] += 1.0 / r           # as fusion.rsf_keys (duplicates add)
-                self.score[i, j] = max(self.score[i, j], float(sc))
+        self.inv = np.array([[iv.get(d, 0.0) for iv in inv_d] for d in docs]).reshape(
+            len(docs), len(lists))
+        self.score = np.array([[sc.get(d, -np.inf) for sc in sc_d] for d in docs]).reshape(
+            len(docs), len(lists))
         order = sorted(range(len(docs)), key=docs.__getitem__)
         self.id_rank = np.empty(len(docs), dtype=np.int64)
         self.id_rank[order] = np.arange(len(docs))
@@ -254,11 +262,8 @@ def acqo_stage2(sub_lists: Sequence[Ranked], qrels: Mapping[str, int],
     """ACQO Eq. 9-10: S(R_k(Q)) over the fusion of *all* sub-queries, with Phi'."""
     if not format_ok and gate:
         return delta
-    if fusion == "rsf" and len(sub_lists) > 1:
-        ranks = _RSFTable(sub_lists, qrels).gold_ranks(range(len(sub_lists)), k)
-    else:
-        fused = _fusion.fuse(list(sub_lists), fusion, top=k) if sub_lists else []
-        ranks = gold_ranks(fused, qrels)
+    fused = _fusion.fuse(list(sub_lists), fusion, top=k) if sub_lists else []
+    ranks = gold_ranks(fused, qrels)
     return acqo_score(ranks, format_ok, eta=eta, delta=delta, lam=lam, k_star=k_star,
                       gate=gate)
 
