@@ -192,8 +192,9 @@ baseline.round(4)
 # %%
 fig, ax = plt.subplots(figsize=(10, 4))
 piv = baseline.pivot(index="dataset", columns="retriever", values="nDCG@10")
-piv = piv[[r for r in retrievers if r in piv.columns]]
+piv = piv.reindex(index=list(collections), columns=[r for r in retrievers if r in piv.columns])
 piv.plot.bar(ax=ax, rot=15)
+ax.legend(title="retriever", loc="upper left", bbox_to_anchor=(1.0, 1.0))
 if full:
     for i, name in enumerate(piv.index):
         for j, kind in enumerate(piv.columns):
@@ -262,8 +263,9 @@ speed.round(3)
 # %%
 fig, ax = plt.subplots(figsize=(10, 4))
 sp = speed.pivot(index="dataset", columns="retriever", values="queries_per_s")
-sp = sp[[r for r in retrievers if r in sp.columns]]
+sp = sp.reindex(index=list(collections), columns=[r for r in retrievers if r in sp.columns])
 sp.plot.bar(ax=ax, logy=True, rot=15)
+ax.legend(title="retriever", loc="upper left", bbox_to_anchor=(1.0, 1.0))
 ax.set_ylabel("queries / second (log)")
 ax.set_title("Search throughput, batched, top-100")
 fig.tight_layout()
