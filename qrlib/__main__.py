@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--retriever", default="bm25", help="bm25 | bm25-ref | dense")
     base.add_argument("--split", default="test")
     base.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    sub.add_parser("build-notebooks", help="regenerate notebooks/*.ipynb from notebooks/src")
+    build = sub.add_parser("build-notebooks", help="regenerate notebooks/*.ipynb from notebooks/src")
+    build.add_argument("names", nargs="*", help="notebook names (default: all)")
     return ap
 
 
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "build-notebooks":
             from qrlib.workbook import build_notebooks
 
-            for p in build_notebooks():
+            for p in build_notebooks(args.names or None):
                 print(p)
     except QrlibError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -146,6 +146,8 @@ def build_notebooks(names: list[str] | None = None) -> list[Path]:
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (qrlib)",
                                      "language": "python"}
         nb.metadata.pop("jupytext", None)
+        for i, cell in enumerate(nb.cells):  # stable ids: rebuilding gives no spurious diff
+            cell.id = f"c{i:03d}-" + hashlib.sha1(cell.source.encode()).hexdigest()[:8]
         target = NOTEBOOK_DIR / f"{name}.ipynb"
         atomic_write(target, jupytext.writes(nb, fmt="ipynb"))
         out.append(target)
