@@ -717,7 +717,7 @@ check_df
 #   many more. Compare orderings, not levels: as in Table 3, UCB and top-$k$ variants lead
 #   and random trails; the Gaussian policy is below Bernoulli top-$k$ as in Table 5.
 # * **Model decompositions** cover only 3 requests x 2 samples per dataset on CPU (each
-#   decomposition costs ~10 s); their rows are anecdotal, with wide CIs. The gpu profile
+#   decomposition costs 10–20 s on the shared 2-core machine); their rows are anecdotal, with wide CIs. The gpu profile
 #   decomposes 300 requests x 10 samples with Qwen2.5-3B-Instruct, as the paper does.
 
 # %%
