@@ -356,7 +356,7 @@ class DenseRetriever:
         path = root / "embeddings" / f"{_slug(self.model_name)}-msl{msl}-{fp}.npy"
         self.cache_path = path
         if path.exists():
-            emb = np.load(path)
+            emb = np.load(path, mmap_mode="r")  # memory-mapped: FAISS holds the only copy
             if emb.shape[0] == len(texts):
                 self.loaded_from_cache = True
                 return emb
@@ -365,7 +365,8 @@ class DenseRetriever:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as fh:
                 np.save(fh, emb)
-        return emb
+        del emb
+        return np.load(path, mmap_mode="r")
 
     def _build_index(self, emb: np.ndarray) -> Any:
         import faiss
@@ -377,7 +378,7 @@ class DenseRetriever:
             index = faiss.IndexHNSWFlat(dim, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = self.ef_construction
             index.hnsw.efSearch = self.ef_search
-        index.add(emb)
+        index.add(np.ascontiguousarray(emb, dtype=np.float32))
         return index
 
     def search(self, texts: Sequence[str], k: int = 10) -> list[Ranked]:
