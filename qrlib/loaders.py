@@ -9,11 +9,15 @@ MultiHop-RAG (Tang & Yang, COLM 2024; github.com/yixuantt/MultiHop-RAG):
   evidence_list: [{title, author, url, source, category, published_at, fact}]}``.
   Articles are chunked as in ACQO appendix A.1 (LlamaIndex sentence splitter,
   ``chunk_size=256``, ``chunk_overlap=20`` tokens; 609 articles -> 7,786 chunks with
-  LlamaIndex's tiktoken tokenizer). A chunk is relevant to a query when it belongs to an
-  evidence article and contains the evidence ``fact`` (whitespace/case-normalised); when no
-  chunk contains the fact verbatim, the article's chunk with the largest token overlap with
-  the fact is used. Each evidence item is a subtopic (``meta["subtopic_qrels"]``, for
-  alpha-nDCG). ``null_query`` questions have no evidence and are skipped (counted).
+  LlamaIndex's tiktoken tokenizer). Relevance follows the benchmark's own evaluation script:
+  a chunk is relevant when it contains an evidence ``fact`` verbatim once all whitespace is
+  removed from both (case-sensitive). Then ir-measures' ``RR@10`` is the benchmark's MRR@10
+  and ``Success@k`` its Hits@k exactly; its MAP@10 is fact-level (each fact counts once, AP
+  divided by min(#facts, k)) and is provided as :func:`multihop_rag_ap`. A fact split across
+  two chunks matches neither (as in the benchmark); ``fact_fallback=True`` instead marks the
+  evidence article's chunk with the largest word overlap. Each evidence item is a subtopic
+  (``meta["subtopic_qrels"]``, for alpha-nDCG). ``null_query`` questions have no evidence and
+  are skipped; questions none of whose facts match a chunk are dropped (both counted).
 
 TopiOCQA (Adlakha et al., TACL 2022; github.com/McGill-NLP/topiocqa):
   ``topiocqa_{train,dev}.json`` (a JSON list, or JSON lines) of turns ``{Conversation_no,
@@ -120,6 +124,31 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
+def _squash(s: str) -> str:
+    """The MultiHop-RAG evaluation's normalisation: drop every whitespace character."""
+    return "".join(s.split())
+
+
+def multihop_rag_ap(ranked_texts: Sequence[str], facts: Sequence[str], k: int = 10) -> float:
+    """MultiHop-RAG's fact-level AP@k for one query (its ``map_at``; Tang & Yang, 2024).
+
+    Walking the top ``k`` texts, each rank adds (number of facts found there for the first
+    time) / rank; the sum is divided by min(#facts, k). Matching is substring containment
+    after removing all whitespace. ir-measures has no such novelty-aware AP, hence this one.
+    """
+    golds = [_squash(f) for f in facts]
+    if not golds:
+        return 0.0
+    found: set[int] = set()
+    total = 0.0
+    for r, text in enumerate(ranked_texts[:k], 1):
+        t = _squash(text)
+        new = [i for i, g in enumerate(golds) if i not in found and g in t]
+        found.update(new)
+        total += len(new) / r
+    return total / min(len(golds), k)
+
+
 # --------------------------------------------------------------------------- MultiHop-RAG
 def _read_json_records(path: Path) -> list[dict]:
     text = path.read_text(encoding="utf-8")
@@ -140,6 +169,7 @@ def _read_json_records(path: Path) -> list[dict]:
 def build_multihop_rag(articles: Sequence[dict], questions: Sequence[dict], *,
                        chunk_size: int = 256, chunk_overlap: int = 20,
                        count_tokens: Callable[[str], int] | None = None,
+                       fact_fallback: bool = False,
                        name: str = "multihop-rag", source: str = "") -> Dataset:
     """MultiHop-RAG records -> chunked :class:`Dataset` (see module docstring)."""
     count = count_tokens or default_token_counter()
@@ -162,7 +192,8 @@ def build_multihop_rag(articles: Sequence[dict], questions: Sequence[dict], *,
     qrels: dict[str, dict[str, int]] = {}
     qmeta: dict[str, dict] = {}
     subtopics: dict[str, dict[str, dict[str, int]]] = {}
-    skipped_null = unresolved = fallback = 0
+    squashed = {c: _squash(v["text"]) for c, v in corpus.items()}
+    skipped_null = unresolved = fallback = unmatched_facts = dropped = 0
     for qi, q in enumerate(questions):
         ev = q.get("evidence_list") or []
         if not ev:
@@ -176,29 +207,34 @@ def build_multihop_rag(articles: Sequence[dict], questions: Sequence[dict], *,
             if aid is None:
                 unresolved += 1
                 continue
-            fact = _norm(e.get("fact") or "")
-            hits = [c for c in chunks_of[aid] if fact and fact in _norm(corpus[c]["text"])]
-            if not hits and chunks_of[aid]:
-                fw = set(_WORD.findall(fact))
-                best = max(chunks_of[aid],
-                           key=lambda c: len(fw & set(_WORD.findall(_norm(corpus[c]["text"])))))
-                hits = [best]
-                fallback += 1
+            fact = _squash(e.get("fact") or "")
+            hits = [c for c in chunks_of[aid] if fact and fact in squashed[c]]
+            if not hits:
+                unmatched_facts += 1
+                if fact_fallback and chunks_of[aid]:
+                    fw = set(_WORD.findall(_norm(e.get("fact") or "")))
+                    best = max(chunks_of[aid], key=lambda c: len(
+                        fw & set(_WORD.findall(_norm(corpus[c]["text"])))))
+                    hits = [best]
+                    fallback += 1
             for c in hits:
                 rels[c] = 1
-            subs[f"e{ei}"] = dict.fromkeys(hits, 1)
+            if hits:
+                subs[f"e{ei}"] = dict.fromkeys(hits, 1)
         if not rels:
+            dropped += 1
             continue
         queries[qid] = q.get("query") or ""
         qrels[qid] = rels
         subtopics[qid] = subs
         qmeta[qid] = {"question_type": q.get("question_type"), "answer": q.get("answer"),
                       "evidence_titles": [e.get("title") for e in ev],
-                      "num_evidence": len(ev)}
+                      "facts": [e.get("fact") or "" for e in ev], "num_evidence": len(ev)}
     meta = {"source": source, "split": "test", "n_articles": len(articles),
             "n_chunks": len(corpus), "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
             "paper_n_chunks": 7786, "skipped_null_queries": skipped_null,
-            "unresolved_evidence": unresolved, "evidence_fact_fallback": fallback,
+            "unresolved_evidence": unresolved, "unmatched_facts": unmatched_facts,
+            "evidence_fact_fallback": fallback, "dropped_no_matching_chunk": dropped,
             "subtopic_qrels": subtopics}
     return Dataset(name, corpus, queries, qrels, qmeta, meta)
 
@@ -206,7 +242,7 @@ def build_multihop_rag(articles: Sequence[dict], questions: Sequence[dict], *,
 def load_multihop_rag(path: str | os.PathLike | None = None, split: str = "test", *,
                       chunk_size: int = 256, chunk_overlap: int = 20,
                       count_tokens: Callable[[str], int] | None = None,
-                      from_hub: bool = False) -> Dataset:
+                      fact_fallback: bool = False, from_hub: bool = False) -> Dataset:
     """MultiHop-RAG from a folder with ``corpus.json`` + ``MultiHopRAG.json`` (or the hub).
 
     The benchmark has one split (all 2,556 queries); ``split`` is accepted for symmetry and
@@ -224,7 +260,8 @@ def load_multihop_rag(path: str | os.PathLike | None = None, split: str = "test"
         arts = list(datasets.load_dataset("yixuantt/MultiHopRAG", "corpus", split="train"))
         qs = list(datasets.load_dataset("yixuantt/MultiHopRAG", "MultiHopRAG", split="train"))
         return build_multihop_rag(arts, qs, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                                  count_tokens=count_tokens, source="hf:yixuantt/MultiHopRAG")
+                                  count_tokens=count_tokens, fact_fallback=fact_fallback,
+                                  source="hf:yixuantt/MultiHopRAG")
     folder = Path(path)
     cp, qp = folder / "corpus.json", folder / "MultiHopRAG.json"
     missing = [p.name for p in (cp, qp) if not p.exists()]
@@ -237,7 +274,8 @@ def load_multihop_rag(path: str | os.PathLike | None = None, split: str = "test"
             raise QrlibError(f"{p} is a git-LFS pointer, not the data; fetch the real file")
     return build_multihop_rag(_read_json_records(cp), _read_json_records(qp),
                               chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-                              count_tokens=count_tokens, source=str(folder))
+                              count_tokens=count_tokens, fact_fallback=fact_fallback,
+                              source=str(folder))
 
 
 # --------------------------------------------------------------------------- TopiOCQA

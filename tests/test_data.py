@@ -7,7 +7,7 @@ from qrlib import data as qdata
 from qrlib.data import (Dataset, add_distractor_corpora, ir_datasets_id, load_dataset,
                         load_spider, subset)
 from qrlib.errors import QrlibError
-from qrlib.loaders import chunk_text, load_multihop_rag, topiocqa_query
+from qrlib.loaders import chunk_text, load_multihop_rag, multihop_rag_ap, topiocqa_query
 
 WORDS = lambda s: len(s.split())  # noqa: E731 - a transparent token counter for hand checks
 
@@ -181,14 +181,26 @@ def test_multihop_rag_fixture(fixtures_dir):
         "The company sold many widgets. Analysts expected less.",
         "Analysts expected less. Shares rose ten percent on Monday."]
     assert len(ds.corpus) == 4
-    assert ds.meta["skipped_null_queries"] == 1 and len(ds.queries) == 2
-    q0 = ds.qrels["mhq0000"]
-    assert q0 == {"mh0000_c002": 1, "mh0001_c000": 1}
-    # paraphrased fact -> the chunk with the largest word overlap ("company", "sold", ...)
-    assert ds.qrels["mhq0002"] == {"mh0000_c001": 1}
+    # null_query skipped; the paraphrased fact of question 3 matches no chunk -> dropped
+    assert ds.meta["skipped_null_queries"] == 1 and ds.meta["dropped_no_matching_chunk"] == 1
+    assert list(ds.queries) == ["mhq0000"]
+    assert ds.qrels["mhq0000"] == {"mh0000_c002": 1, "mh0001_c000": 1}
     assert ds.meta["subtopic_qrels"]["mhq0000"] == {"e0": {"mh0000_c002": 1},
                                                     "e1": {"mh0001_c000": 1}}
     assert ds.query_meta["mhq0000"]["question_type"] == "comparison_query"
+    # with the fallback: the article chunk sharing most words ("company", "sold", ...)
+    fb = load_multihop_rag(fixtures_dir / "foundation" / "multihop-rag", chunk_size=12,
+                           chunk_overlap=4, count_tokens=WORDS, fact_fallback=True)
+    assert fb.qrels["mhq0002"] == {"mh0000_c001": 1}
+
+
+def test_multihop_rag_fact_level_ap_by_hand():
+    # rank 1 finds nothing; rank 2 contains both facts once whitespace is removed (2 new / 2);
+    # rank 3 repeats a found fact (0): AP = 1.0 / min(2 facts, k=10) = 0.5
+    assert multihop_rag_ap(["xx", "a b c", "c"], ["ab", "c"], k=10) == 0.5
+    assert multihop_rag_ap(["a b c"], ["ab", "c"], k=10) == 1.0
+    assert multihop_rag_ap(["zz", "ab"], ["ab"], k=1) == 0.0
+    assert multihop_rag_ap(["ab"], [], k=10) == 0.0
 
 
 def test_multihop_rag_missing_files(tmp_path):
