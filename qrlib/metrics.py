@@ -6,8 +6,8 @@ accepts) and computed by ir-measures' providers (pytrec_eval for the trec_eval f
 pyndeval for alpha-nDCG). The wrapper only fixes three conventions that bite in practice:
 
 * **Ranked lists keep their order.** A run given as lists ``[(doc, score), ...]`` is
-  evaluated in list order: trec_eval re-sorts by score and breaks ties by doc id
-  (descending), which would silently reorder fused or tied lists. Lists are therefore
+  evaluated in list order: trec_eval-style evaluators re-sort by score and break ties by
+  document id, which would silently reorder fused or tied lists. Lists are therefore
   re-scored ``n, n-1, ..., 1`` before evaluation; a run given as ``{doc: score}`` dicts is
   evaluated with its own scores (trec_eval semantics). Duplicate docs keep their first rank.
 * **Every judged query counts.** Queries in ``qrels`` that are missing from the run (or got an
