@@ -236,6 +236,7 @@ class TimedReward:
         agg["modified"] = (sum(1 for r, o in zip(rw, originals) if r is not None and o is not None
                                and r.strip().lower() != str(o).strip().lower())
                            / max(sum(r is not None for r in rw), 1))
+        agg["qids"] = ";".join(dict.fromkeys(str(q) for q in (columns.get("qid") or [])))
         self.batches.append(agg)
         for t, p, r, o in list(zip(texts, parsed, rewards, originals))[:4]:
             self.samples.append({"query": o, "completion": t, "ok": p.ok, "reward": r})
@@ -256,7 +257,7 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
 
     COLUMNS = ["step", "reward", "reward_std", "frac_reward_zero_std", "format_valid",
                "modified", "completion_length", "kl", "entropy", "loss", "step_seconds",
-               "reward_seconds", "generation_seconds"]
+               "reward_seconds", "generation_seconds", "qids"]
 
     def __init__(self, path: str | os.PathLike, reward: TimedReward,
                  timer: dict[str, float] | None = None) -> None:
@@ -284,10 +285,11 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
             "step_seconds": round(time.perf_counter() - self._t0, 3),
             "generation_seconds": round(self.timer.pop("generation", 0.0), 3),
         }
-        keys = sorted({k for b in batches for k in b})
+        keys = sorted({k for b in batches for k in b} - {"qids"})
         for k in keys:
             vals = [b[k] for b in batches if k in b]
             row[k] = sum(vals) / len(vals) if k != "reward_seconds" else sum(vals)
+        row["qids"] = ";".join(b["qids"] for b in batches if b.get("qids"))
         for k, v in logs.items():
             if k.startswith(("rewards/", "clip_ratio/")) and k not in row:
                 row[k] = v
@@ -363,8 +365,10 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, queries: dict[str, s
 def sft_target(query: str, fmt: str) -> str:
     """A format-valid completion carrying ``query`` (for the SFT warm start)."""
     body = json.dumps({"query": query}, ensure_ascii=False)
-    if fmt == "deepretrieval":
+    if fmt == "deepretrieval-nothink":
         return f"<answer>{body}</answer>"
+    if fmt == "deepretrieval":  # a reasoning block is required; keep it minimal
+        return f"<think>The query keeps the key terms.</think>\n<answer>{body}</answer>"
     if fmt == "plain":
         return query
     return body

@@ -52,6 +52,7 @@ def test_timed_reward_prefill_format_and_parts():
     assert b["format_valid"] == pytest.approx(2 / 3)
     assert b["part/retrieval"] == pytest.approx(5 / 3)
     assert "part/call" not in b  # bookkeeping fields are not reward parts
+    assert b["qids"] == "1"
     # "a b" copies its query; "a b c" (vs "x") and leniently recovered "oops" (vs "y") differ
     assert b["modified"] == pytest.approx(2 / 3)
 
@@ -103,3 +104,22 @@ def test_cli_rejects_bad_key(tmp_path):
     res = subprocess.run([sys.executable, "-m", "qrlib.train", "--config", str(path)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "unknown key 'max_step'" in res.stderr
+
+
+def test_sft_target_layouts():
+    assert T.sft_target("a b", "deepretrieval-nothink") == '<answer>{"query": "a b"}</answer>'
+    assert T.sft_target("a b", "plain") == "a b"
+
+
+@pytest.mark.slow
+def test_sft_warm_start_then_one_grpo_step(tmp_path):
+    env = FakeEnv()
+    cfg = T.load_config({"name": "sft", "run_dir": str(tmp_path), "model": "smollm2",
+                         "fmt": "deepretrieval-nothink", "prefill": '<answer>{"query": "',
+                         "prompt": {"user": "Query for: {query}"}, "max_steps": 1,
+                         "num_generations": 2, "max_completion_length": 6, "sft_steps": 2,
+                         "save_steps": 1})
+    s = T.train(cfg, env=env, queries={"1": "vitamin d bone", "2": "aspirin heart"})
+    assert s["steps"] == 1
+    assert (tmp_path / "rl" / "sft" / "adapter" / "adapter_config.json").exists()
+    assert len(env.records) == 2
