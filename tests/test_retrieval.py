@@ -111,8 +111,13 @@ DOCS = {"cat": {"title": "", "text": "The cat sat on the mat and purred."},
 
 
 @pytest.fixture(scope="module")
-def dense(tmp_path_factory):
-    return DenseRetriever(DOCS, cache_dir=tmp_path_factory.mktemp("cache"), show_progress=False)
+def dense_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def dense(dense_cache):
+    return DenseRetriever(DOCS, cache_dir=dense_cache, show_progress=False)
 
 
 def test_dense_semantic_match(dense):
@@ -122,8 +127,8 @@ def test_dense_semantic_match(dense):
     assert np.allclose(np.linalg.norm(dense.embeddings, axis=1), 1, atol=1e-5)
 
 
-def test_dense_cache_reused_and_hnsw(dense):
-    again = DenseRetriever(DOCS, cache_dir=dense.cache_path.parent.parent, index="hnsw",
+def test_dense_cache_reused_and_hnsw(dense, dense_cache):
+    again = DenseRetriever(DOCS, cache_dir=dense_cache, index="hnsw",
                            hnsw_m=8, ef_construction=16, show_progress=False)
     assert again.loaded_from_cache and dense.cache_path.exists()
     assert np.array_equal(again.embeddings, dense.embeddings)
@@ -132,3 +137,23 @@ def test_dense_cache_reused_and_hnsw(dense):
         again.search([], 3)
     with pytest.raises(QrlibError, match="unknown dense index"):
         DenseRetriever(DOCS, index="ivf")
+
+
+def test_embedding_cache_is_per_document(dense, dense_cache, monkeypatch):
+    """A subset reuses every cached vector; a superset encodes only its new documents."""
+    sub = DenseRetriever({k: DOCS[k] for k in ("rain", "cat")}, cache_dir=dense_cache,
+                         show_progress=False)
+    assert sub.loaded_from_cache
+    assert np.array_equal(sub.embeddings, dense.embeddings[[3, 0]])
+    encoded = []
+    real = DenseRetriever.encode
+
+    def spy(self, texts, **kw):
+        encoded.extend(texts)
+        return real(self, texts, **kw)
+
+    monkeypatch.setattr(DenseRetriever, "encode", spy)
+    extra = {"sea": {"title": "", "text": "Waves crash on the rocky shore."}}
+    sup = DenseRetriever({**DOCS, **extra}, cache_dir=dense_cache, show_progress=False)
+    assert not sup.loaded_from_cache and encoded == ["Waves crash on the rocky shore."]
+    assert np.allclose(sup.embeddings[:4], dense.embeddings)

@@ -83,7 +83,7 @@ from qrlib import bandits as B
 from qrlib import decompose as D
 from qrlib import plots
 from qrlib.data import load_dataset, subset
-from qrlib.retrieval import build_retriever, load_encoder
+from qrlib.retrieval import build_retriever, encode_corpus
 from qrlib.workbook import cache_dir as shared_cache, save_json, save_table
 
 plots.setup()
@@ -179,43 +179,13 @@ for (name, kind), dd in decomp.items():
 retrievers = {name: build_retriever(retriever, ds.corpus) for name, ds in data.items()}
 
 
-def dense_cache(name: str) -> dict[str, np.ndarray]:
-    """Whole-corpus MiniLM embeddings a DenseRetriever already cached (notebook 02), if any."""
-    from qrlib.retrieval import _corpus_texts, corpus_fingerprint
-    try:
-        ids, texts = _corpus_texts(data[name].corpus)
-        fp = corpus_fingerprint(ids, texts)[:16]
-        for f in sorted((cache_root / "embeddings").glob(f"all-MiniLM-L6-v2-msl*-{fp}.npy")):
-            emb = np.load(f)
-            if emb.shape[0] == len(ids):
-                print(f"{name}: reusing {f.name}")
-                return dict(zip(ids, emb))
-    except Exception as exc:  # noqa: BLE001 - an optional shortcut only
-        print(f"{name}: no reusable dense cache ({type(exc).__name__})")
-    return {}
-
-
 def embed_docs(name: str, doc_ids: set[str]) -> dict[str, np.ndarray]:
-    path = cache_root / "embeddings" / f"bandits-minilm-{name}.npz"
-    have: dict[str, np.ndarray] = {}
-    if path.exists():
-        z = np.load(path, allow_pickle=False)
-        have = dict(zip(z["ids"].tolist(), z["emb"]))
-    if any(d not in have for d in doc_ids):
-        have.update(dense_cache(name))
-    todo = sorted(d for d in doc_ids if d not in have)
-    if todo:
-        enc = load_encoder("minilm")
-        emb = enc.encode([data[name].doc_text(d) for d in todo], batch_size=64,
-                         normalize_embeddings=True, convert_to_numpy=True,
-                         show_progress_bar=len(todo) > 500)
-        have.update(zip(todo, emb))
-        ids = sorted(have)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, ids=np.array(ids), emb=np.stack([have[i] for i in ids]))
-        os.replace(tmp, path)
-    return have
+    """MiniLM embeddings of the given documents through qrlib's per-document cache
+    (vectors notebook 02 or 03 already computed are reused; only new texts are encoded)."""
+    ids = sorted(doc_ids)
+    ids, emb = encode_corpus({d: data[name].corpus[d] for d in ids}, model="minilm",
+                             cache_dir=cache_root, show_progress=len(ids) > 500)
+    return dict(zip(ids, emb))
 
 
 def arms_for(text: str, subqs: list[str]) -> list[str]:
