@@ -417,8 +417,17 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
     out = cfg.output_dir
+    current = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    if (out / "config.json").exists():
+        saved = json.loads((out / "config.json").read_text())
+        ignore = {"max_steps", "resume", "save_steps", "save_total_limit"}
+        if {k: v for k, v in saved.items() if k not in ignore} != \
+                {k: v for k, v in current.items() if k not in ignore}:
+            stale = out.with_name(f"{out.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+            print(f"[qrlib.train] {out} holds a run with another config; moved to {stale.name}")
+            os.replace(out, stale)
     out.mkdir(parents=True, exist_ok=True)
-    save_json(dataclasses.asdict(cfg), out / "config.json")
+    save_json(current, out / "config.json")
     set_seed(cfg.seed)
     if env is None:
         env, built_queries = _build_env(cfg)

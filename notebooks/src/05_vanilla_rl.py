@@ -78,7 +78,7 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
-from qrlib import metrics, plots, policy, retrieval
+from qrlib import metrics, plots, policy, retrieval, rewards
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, train
 from qrlib.workbook import save_json, save_table
@@ -262,7 +262,7 @@ save_json(SUMMARIES, out_dir / "train_summaries.json")
 # %%
 logs = []
 for run_name, s in SUMMARIES.items():
-    lg = pd.read_csv(s["log"])
+    lg = pd.read_csv(s["log"], dtype={"qids": str})
     lg["run"] = run_name
     logs.append(lg)
 logs = pd.concat(logs, ignore_index=True)
@@ -281,12 +281,52 @@ plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile,
                   caption=(f"GRPO training of {model} + LoRA r={lora_r}: reward nDCG@{reward_k}, "
                            f"{prompts_per_step}x{num_generations} rollouts/step, {train_steps} steps "
                            "(paper: Qwen2.5-3B, batch 64, PPO)"))
+# %% [markdown]
+# With one or two claims per step, the per-step reward mostly says how *easy* that step's
+# claims were. A fairer learning curve subtracts, for each step, the reward of the raw
+# claim itself (nDCG@k of the claim searched as is): the **gain over the raw claim**.
+
+# %%
+def raw_score(name, kind, qid):
+    tr, te, corpus = DATA[name]
+    qrels = {**te.qrels, **tr.qrels}
+    text = {**te.queries, **tr.queries}[qid]
+    ranked = get_retriever(name, kind).search([text], reward_k)[0]
+    return rewards.ndcg_at_k(ranked, qrels[qid], reward_k)
+
+
+gains = []
+for run_name, lg in logs.groupby("run"):
+    name, kind, mode = run_name.rsplit("-", 2)
+    for _, r in lg.iterrows():
+        qs = [q for q in str(r.get("qids", "")).split(";") if q and q != "nan"]
+        if qs:
+            base = sum(raw_score(name, kind, q) for q in qs) / len(qs)
+            gains.append({"run": run_name, "step": r.step, "gain": r.reward - base})
+gains = pd.DataFrame(gains)
+if len(gains):
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for run_name, g in gains.groupby("run"):
+        w = max(1, len(g) // 4)
+        ax.plot(g.step, g.gain, alpha=0.3)
+        ax.plot(g.step, g.gain.rolling(w, min_periods=1).mean(), label=run_name)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(title="mean reward minus raw-claim reward", xlabel="step")
+    ax.legend(fontsize=8)
+    plots.save_figure(fig, "05_gain_over_raw", figures_dir, profile=profile,
+                      caption=(f"Per-step mean reward minus nDCG@{reward_k} of the raw claims of "
+                               "that step (faint: per step; line: rolling mean)"))
+    logs = logs.merge(gains, on=["run", "step"], how="left")
+
+# %%
 first_last = logs.groupby("run").apply(lambda g: pd.Series({
     "steps": len(g),
     "reward_first_quarter": g.reward.head(max(1, len(g) // 4)).mean(),
     "reward_last_quarter": g.reward.tail(max(1, len(g) // 4)).mean(),
     "format_first_quarter": g.format_valid.head(max(1, len(g) // 4)).mean(),
     "format_last_quarter": g.format_valid.tail(max(1, len(g) // 4)).mean(),
+    "gain_first_half": g["gain"].head(max(1, len(g) // 2)).mean() if "gain" in g else float("nan"),
+    "gain_second_half": g["gain"].tail(max(1, len(g) // 2)).mean() if "gain" in g else float("nan"),
     "frac_zero_std": g.frac_reward_zero_std.mean(),
     "s_per_step": g.step_seconds.mean()}), include_groups=False).reset_index()
 save_table(first_last, "05_training_summary", tables_dir,
