@@ -267,12 +267,12 @@ for run_name, s in SUMMARIES.items():
     logs.append(lg)
 logs = pd.concat(logs, ignore_index=True)
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
-for run_name, lg in logs.groupby("run"):
-    w = max(1, len(lg) // 5)
-    axes[0].plot(lg.step, lg.reward, alpha=0.3)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), label=run_name)
-    axes[1].plot(lg.step, lg.format_valid.rolling(w, min_periods=1).mean(), label=run_name)
-    axes[2].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), label=run_name)
+for i, (run_name, lg) in enumerate(logs.groupby("run")):
+    w, c = max(1, len(lg) // 5), f"C{i}"  # one colour per run in every panel
+    axes[0].plot(lg.step, lg.reward, alpha=0.3, color=c)
+    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), label=run_name, color=c)
+    axes[1].plot(lg.step, lg.format_valid.rolling(w, min_periods=1).mean(), color=c)
+    axes[2].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=c)
 axes[0].set(title="mean reward (faint: per step)", xlabel="step")
 axes[1].set(title="format-valid rate", xlabel="step", ylim=(-0.05, 1.05))
 axes[2].set(title="completion length (tokens)", xlabel="step")
