@@ -36,7 +36,7 @@ from typing import Any
 from qrlib import fusion as _fusion
 from qrlib import rewards as _rewards
 from qrlib.errors import QrlibError
-from qrlib.parsing import ParseResult, _to_text, parse_completion
+from qrlib.parsing import ParseResult, completion_text, parse_completion
 
 MODES = ("rewrite", "expand")
 
@@ -230,7 +230,7 @@ class RewardEnv:
                                  think_prefilled=self.think_prefilled,
                                  max_subqueries=self.max_subqueries)
             parsed.append(p)
-            raw_texts.append(_as_text(c))
+            raw_texts.append(completion_text(c))
         texts = [self._texts(p, o) for p, o in zip(parsed, originals)]
 
         # one batched search for the whole batch
@@ -327,7 +327,3 @@ class RewardEnv:
     def reset_records(self) -> None:
         self.records.clear()
 
-
-def _as_text(c: Any) -> str:
-    text, _ = _to_text(c)
-    return text or ""

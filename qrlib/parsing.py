@@ -108,6 +108,12 @@ def _to_text(text: Any) -> tuple[str | None, str | None]:
     return text, None
 
 
+def completion_text(completion: Any) -> str:
+    """A completion (str, bytes or chat messages) as text; ``""`` when it has none."""
+    text, _ = _to_text(completion)
+    return text or ""
+
+
 def _clean_query(q: Any) -> str | None:
     if not isinstance(q, str):
         return None

@@ -146,14 +146,11 @@ def render_prompt(prompt: str | dict[str, str], tokenizer: Any, query: str,
 
 
 def _render(prompt: str | dict[str, str], tokenizer: Any, query: str) -> str:
-    if isinstance(prompt, dict):
-        msgs = []
-        if prompt.get("system"):
-            msgs.append({"role": "system", "content": prompt["system"].format(query=query)})
-        msgs.append({"role": "user", "content": prompt["user"].format(query=query)})
-        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     from qrlib import prompts as registry
 
+    if isinstance(prompt, dict):  # an inline {system, user} prompt from a config
+        prompt = registry.PromptTemplate("inline", prompt.get("system") or "", prompt["user"],
+                                         fields=("query",))
     return registry.render(prompt, tokenizer, query=query)
 
 
@@ -176,14 +173,6 @@ def build_prompts(queries: dict[str, str], tokenizer: Any, prompt: str | dict[st
 
 
 # --------------------------------------------------------------------------- reward wrappers
-def _completion_text(c: Any) -> str:
-    if isinstance(c, str):
-        return c
-    if isinstance(c, list) and c and isinstance(c[-1], dict):
-        return str(c[-1].get("content", ""))
-    return str(c)
-
-
 class TimedReward:
     """Wrap a TRL reward callable: time it, parse-check every completion, and keep the
     per-batch aggregates that :class:`StepLogger` writes (per-part rewards come from the
@@ -200,10 +189,10 @@ class TimedReward:
         self.__name__ = getattr(env, "__name__", type(env).__name__)
 
     def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
-        from qrlib.parsing import parse_completion
+        from qrlib.parsing import completion_text, parse_completion
 
         t0 = time.perf_counter()
-        texts = [self.prefill + _completion_text(c) for c in completions]
+        texts = [self.prefill + completion_text(c) for c in completions]
         if self.prefill:  # the env must parse what the model's answer really was
             completions = texts
         parsed = [parse_completion(t, self.fmt) for t in texts]

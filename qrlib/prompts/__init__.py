@@ -56,11 +56,13 @@ def get(name: str) -> PromptTemplate:
     return REGISTRY[name]
 
 
-def render(name: str, tokenizer: Any = None, *, add_generation_prompt: bool = True,
-           **values: Any) -> str | list[dict[str, str]]:
-    """Messages of template ``name``; as text through ``tokenizer.apply_chat_template``
-    when a tokenizer is given, else as the list of chat messages."""
-    msgs = get(name).messages(**values)
+def render(name: str | PromptTemplate, tokenizer: Any = None, *,
+           add_generation_prompt: bool = True, **values: Any) -> str | list[dict[str, str]]:
+    """Messages of template ``name`` (a registered name or an unregistered
+    :class:`PromptTemplate`); as text through ``tokenizer.apply_chat_template`` when a
+    tokenizer is given, else as the list of chat messages."""
+    template = name if isinstance(name, PromptTemplate) else get(name)
+    msgs = template.messages(**values)
     if tokenizer is None:
         return msgs
     return tokenizer.apply_chat_template(msgs, tokenize=False,
