@@ -277,7 +277,7 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
     import pandas as pd
 
     from qrlib.parsing import parse_completion
-    from qrlib.train import render_prompt
+    from qrlib.prompts import render_prompt
 
     if mode not in ("rewrite", "expand"):
         raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")

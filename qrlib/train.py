@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from qrlib.errors import QrlibError
+from qrlib.prompts import render_prompt
 
 __all__ = ["TrainConfig", "ALGORITHMS", "train", "build_prompts", "StepLogger",
            "TimedReward", "last_checkpoint", "load_config", "main"]
@@ -138,22 +139,6 @@ def load_config(source: str | os.PathLike | dict[str, Any], **overrides: Any) ->
 
 
 # --------------------------------------------------------------------------- prompts
-def render_prompt(prompt: str | dict[str, str], tokenizer: Any, query: str,
-                  prefill: str = "") -> str:
-    """Chat-formatted prompt text for one query (registry name or inline {system,user}),
-    followed by ``prefill`` (the start of the assistant's answer, e.g. ``{"query": "``)."""
-    return _render(prompt, tokenizer, query) + prefill
-
-
-def _render(prompt: str | dict[str, str], tokenizer: Any, query: str) -> str:
-    from qrlib import prompts as registry
-
-    if isinstance(prompt, dict):  # an inline {system, user} prompt from a config
-        prompt = registry.PromptTemplate("inline", prompt.get("system") or "", prompt["user"],
-                                         fields=("query",))
-    return registry.render(prompt, tokenizer, query=query)
-
-
 def build_prompts(queries: dict[str, str], tokenizer: Any, prompt: str | dict[str, str],
                   *, repeat_to: int | None = None, seed: int = 0, prefill: str = "") -> Any:
     """A ``datasets.Dataset`` with columns ``prompt`` (chat text), ``qid``, ``query``.

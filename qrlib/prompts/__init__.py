@@ -69,5 +69,35 @@ def render(name: str | PromptTemplate, tokenizer: Any = None, *,
                                          add_generation_prompt=add_generation_prompt)
 
 
+def render_prompt(prompt: str | PromptTemplate | dict[str, str], tokenizer: Any,
+                  query: str | None = None, prefill: str = "", **values: Any) -> str:
+    """Chat-formatted prompt text (through ``tokenizer``'s chat template) followed by
+    ``prefill``, the start of the assistant's answer (e.g. ``{"query": "``).
+
+    ``prompt`` is a registered name, a :class:`PromptTemplate`, or an inline
+    ``{"system": ..., "user": ...}`` mapping whose fields are the ``{placeholders}`` of its
+    user message. ``query`` is a shorthand for ``values["query"]``.
+    """
+    if query is not None:
+        values.setdefault("query", query)
+    return str(render(as_template(prompt), tokenizer, **values)) + prefill
+
+
+def as_template(prompt: str | PromptTemplate | dict[str, str]) -> PromptTemplate:
+    """A :class:`PromptTemplate` from a registered name, a template or an inline
+    ``{"system", "user"}`` mapping (fields read from the user message's placeholders)."""
+    if isinstance(prompt, PromptTemplate):
+        return prompt
+    if isinstance(prompt, dict):
+        if "user" not in prompt:
+            raise QrlibError("an inline prompt needs a 'user' message (and optionally 'system')")
+        import string
+
+        text = (prompt.get("system") or "") + (prompt["user"] or "")
+        fields = tuple(dict.fromkeys(f for _, f, _, _ in string.Formatter().parse(text) if f))
+        return PromptTemplate("inline", prompt.get("system") or "", prompt["user"], fields=fields)
+    return get(prompt)
+
+
 for _mod in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_mod.name}")
