@@ -1,12 +1,21 @@
-"""Training throughput and where a GRPO step's time goes (generation / reward / update).
+"""Training throughput: old vs new GRPO settings in one run, and where a step's time goes.
 
-Runs a short GRPO training (default: SmolLM2-135M + LoRA, SciFact train claims, BM25,
-DeepRetrieval nDCG reward through qrlib.env.RewardEnv) and prints, from the per-step log:
-rollouts per second, and the share of step time spent in generation, in the reward
-(parse + batched retrieval + scoring) and in the rest (log-probs, KL, backward, optimiser).
+Runs short GRPO trainings (SciFact train claims, BM25, expansion mode, DeepRetrieval nDCG
+reward through qrlib.env.RewardEnv) with the SAME prompts, rollouts per step and token
+budget under several engine settings, one after the other in this process, and prints for
+each: rollouts per second, seconds per step, the share of step time in generation, in the
+reward (parse + batched retrieval + scoring) and in the rest (log-probs, KL, backward,
+optimiser), and the speed-up over the first (reference) setting measured in the same run.
+
+Settings (``--variants``, comma-separated):
+  ref      fp32 weights, GRPO preset (KL beta 0.001: one reference pass through the model
+           with the LoRA adapter disabled) -- what qrlib trained with before
+  bf16     bf16 base weights (LoRA weights fp32), GRPO preset
+  dapo     fp32, DAPO preset (beta 0: no reference pass)
+  new      bf16 + DAPO preset (the engine's CPU default for DAPO runs)
+
+    python benchmarks/bench_train.py --model qwen2.5-coder-0.5b --steps 3 --generations 8 --tokens 32
 The reward share should stay below 10% of a step; the script exits 1 if it does not.
-
-    python benchmarks/bench_train.py [--model smollm2] [--steps 3] [--generations 8]
 """
 from __future__ import annotations
 
@@ -18,49 +27,79 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+VARIANTS = {
+    "ref": {"dtype": "float32", "algorithm": "grpo"},
+    "bf16": {"dtype": "bfloat16", "algorithm": "grpo"},
+    "dapo": {"dtype": "float32", "algorithm": "dapo"},
+    "new": {"dtype": "bfloat16", "algorithm": "dapo"},
+}
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--generations", type=int, default=8)
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--retriever", default="bm25")
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args()
+
+def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
+            settings: dict) -> dict:
     import pandas as pd
-    import torch
 
-    if a.threads:
-        torch.set_num_threads(a.threads)
     from qrlib.train import load_config, train
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(dict(
-            name="bench", run_dir=tmp, model=a.model, dataset="scifact", split="train",
-            n_queries=32, n_distractors=None, retriever=a.retriever,
+            name="bench", run_dir=tmp, model=model, dataset="scifact", split="train",
+            n_queries=32, n_distractors=None, retriever=retriever,
             fmt="deepretrieval-nothink", prefill='<answer>{"query": "',
             prompt={"user": "Claim: {query}\nWrite a keyword search query for abstracts that "
                             "support or refute it. Reply <answer>{{\"query\": \"...\"}}</answer>."},
-            max_steps=a.steps, num_generations=a.generations, max_completion_length=a.tokens,
-            save_steps=10_000, expansion=True, reward_params={"k": 100, "lenient": True}))
+            max_steps=steps, num_generations=gens, max_completion_length=tokens,
+            save_steps=10_000, expansion=True, reward_params={"k": 100, "lenient": True},
+            **settings))
         t0 = time.perf_counter()
         s = train(cfg)
         wall = time.perf_counter() - t0
         log = pd.read_csv(s["log"])
-    step = log.step_seconds.sum()
-    gen = log.generation_seconds.sum()
-    rew = log.reward_seconds.sum()
-    upd = max(step - gen - rew, 0.0)
-    rollouts = len(log) * a.generations
-    print(f"model={a.model} steps={len(log)} rollouts/step={a.generations} "
-          f"max_tokens={a.tokens} threads={torch.get_num_threads()}")
-    print(f"throughput: {rollouts / step:.3f} rollouts/s over the steps "
-          f"({step / len(log):.1f} s/step; train() wall {wall:.1f}s incl. setup)")
-    print(f"share of step time: generation {gen / step:.1%}, reward {rew / step:.2%}, "
-          f"update+logprobs {upd / step:.1%}")
-    print(f"reward vs generation (same run): {rew / max(gen, 1e-9):.4f}x")
-    ok = rew / step < 0.10
+    # the first step includes one-off warm-up (allocations, kernel selection): skip it
+    body = log.iloc[1:] if len(log) > 1 else log
+    step = body.step_seconds.sum()
+    gen = body.generation_seconds.sum()
+    rew = body.reward_seconds.sum()
+    return {"steps": len(body), "s_per_step": step / len(body),
+            "rollouts_per_s": len(body) * gens / step, "generation": gen / step,
+            "reward": rew / step, "update": max(step - gen - rew, 0.0) / step,
+            "mean_length": body.completion_length.mean(), "wall": wall}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--steps", type=int, default=3, help="steps per setting (first is warm-up)")
+    ap.add_argument("--generations", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--retriever", default="bm25")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--variants", default="ref,new")
+    a = ap.parse_args()
+    import torch
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    names = [v.strip() for v in a.variants.split(",") if v.strip()]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad:
+        print(f"error: unknown variant(s) {bad}; accepted: {sorted(VARIANTS)}", file=sys.stderr)
+        return 2
+    print(f"model={a.model} steps/setting={a.steps} (first one warm-up) rollouts/step="
+          f"{a.generations} max_tokens={a.tokens} threads={torch.get_num_threads()}")
+    res = {}
+    for v in names:
+        res[v] = r = run_one(a.model, a.steps, a.generations, a.tokens, a.retriever,
+                             VARIANTS[v])
+        print(f"[{v:5s}] {VARIANTS[v]}: {r['rollouts_per_s']:.3f} rollouts/s, "
+              f"{r['s_per_step']:.1f} s/step; generation {r['generation']:.0%}, reward "
+              f"{r['reward']:.2%}, update+logprobs {r['update']:.0%}; mean completion "
+              f"{r['mean_length']:.1f} tokens", flush=True)
+    ref = res[names[0]]
+    for v in names[1:]:
+        print(f"speed-up {v} vs {names[0]} (same run): "
+              f"{res[v]['rollouts_per_s'] / ref['rollouts_per_s']:.2f}x")
+    ok = all(r["reward"] < 0.10 for r in res.values())
     print("reward share < 10% of step time:", "OK" if ok else "FAIL")
     return 0 if ok else 1
 

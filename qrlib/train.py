@@ -30,13 +30,14 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from qrlib.errors import QrlibError
 from qrlib.prompts import render_prompt
 
 __all__ = ["TrainConfig", "ALGORITHMS", "train", "build_prompts", "StepLogger",
-           "TimedReward", "last_checkpoint", "load_config", "main"]
+           "TimedReward", "last_checkpoint", "load_config", "load_rows", "resolve_dtype",
+           "main"]
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "grpo": {"loss_type": "grpo", "epsilon": 0.2, "epsilon_high": None, "beta": 0.001,
@@ -54,9 +55,14 @@ class TrainConfig:
     run_dir: str = "runs/dev"
     # policy
     model: str = "smollm2"                # smollm2 | qwen2.5-coder-0.5b | hub id
-    dtype: str | None = None              # None: fp32 on CPU, bf16 on CUDA
+    dtype: str | None = None              # None: bf16 on CUDA; on CPU bf16 base weights when
+    #                                       the CPU has native bf16 matmul (AMX/AVX512-BF16),
+    #                                       else fp32; LoRA weights stay fp32 either way
     init_adapter: str | None = None       # continue from a saved LoRA adapter
-    # data
+    # data: a row source (qrlib.rows): "queries" (a retrieval collection), "spider"
+    # (text-to-SQL on the train/test databases), or a .jsonl file of rows
+    rows: str = "queries"
+    row_params: dict[str, Any] = field(default_factory=dict)  # e.g. {"test_fraction": 0.3}
     dataset: str = "scifact"
     split: str = "train"
     data_dir: str | None = None
@@ -67,8 +73,8 @@ class TrainConfig:
     retriever_params: dict[str, Any] = field(default_factory=dict)
     reward: str = "deepretrieval_ndcg"
     reward_params: dict[str, Any] = field(default_factory=dict)  # RewardEnv kwargs (k, lenient, ...)
-    fmt: str = "deepretrieval"            # completion format, see qrlib.parsing
-    prompt: str | dict[str, str] = "deepretrieval/rewrite"  # registry name or {system,user}
+    fmt: str | None = None                # completion format (qrlib.parsing); None: the prompt's
+    prompt: str | dict[str, str] = "deepretrieval/bm25-think"  # registry name or {system,user}
     expansion: bool = False               # RewardEnv mode="expand": search original + model text
     prefill: str = ""                     # text the assistant turn starts with, e.g. '{"query": "'
     # GRPO / DAPO
@@ -84,6 +90,11 @@ class TrainConfig:
     epsilon_high: float | None = None
     beta: float | None = None
     scale_rewards: str | None = None
+    dynamic_sampling: int = 0             # DAPO dynamic sampling: up to this many extra
+    #                                       generation rounds per step replace groups whose
+    #                                       rewards are all equal with fresh prompts (0 = off)
+    use_vllm: bool = False                # TRL vLLM rollouts (colocate mode; CUDA only)
+    vllm_gpu_memory_utilization: float = 0.3
     learning_rate: float = 1e-5
     warmup_steps: int = 0
     max_grad_norm: float = 1.0
@@ -116,6 +127,17 @@ class TrainConfig:
     def output_dir(self) -> Path:
         return Path(self.run_dir) / "rl" / self.name
 
+    def template_meta(self) -> dict[str, Any]:
+        """``meta`` of the configured prompt ({} for an inline prompt)."""
+        from qrlib.prompts import as_template
+
+        return dict(as_template(self.prompt).meta)
+
+    @property
+    def completion_format(self) -> str:
+        """``fmt`` if given, else the prompt's ``meta["fmt"]``, else ``deepretrieval``."""
+        return self.fmt or self.template_meta().get("fmt") or "deepretrieval"
+
 
 def load_config(source: str | os.PathLike | dict[str, Any], **overrides: Any) -> TrainConfig:
     """A :class:`TrainConfig` from a YAML/JSON file or a mapping, with overrides."""
@@ -139,22 +161,40 @@ def load_config(source: str | os.PathLike | dict[str, Any], **overrides: Any) ->
 
 
 # --------------------------------------------------------------------------- prompts
-def build_prompts(queries: dict[str, str], tokenizer: Any, prompt: str | dict[str, str],
-                  *, repeat_to: int | None = None, seed: int = 0, prefill: str = "") -> Any:
-    """A ``datasets.Dataset`` with columns ``prompt`` (chat text), ``qid``, ``query``.
+def build_prompts(queries: dict[str, str] | Sequence[dict[str, Any]], tokenizer: Any,
+                  prompt: str | dict[str, str], *, repeat_to: int | None = None, seed: int = 0,
+                  prefill: str = "") -> Any:
+    """A ``datasets.Dataset``: one row per training question with a ``prompt`` column (the
+    chat-formatted text, ending with ``prefill``) and every column of the rows.
 
-    ``repeat_to``: cycle the (shuffled) queries until there are that many rows, so
-    ``max_steps`` never runs out of data.
+    ``queries`` is a list of rows (:mod:`qrlib.rows`; the template's fields are read from
+    each row) or, for single-query prompts, a mapping qid -> query text. The rows are
+    shuffled with ``seed``; ``repeat_to`` cycles them until there are exactly that many
+    (so ``max_steps`` never runs out of data and never gets more).
     """
     from datasets import Dataset
 
-    qids = sorted(queries)
-    random.Random(seed).shuffle(qids)
-    rows = [{"prompt": render_prompt(prompt, tokenizer, queries[q], prefill), "qid": q,
-             "query": queries[q]} for q in qids]
-    if repeat_to and rows:
-        rows = [rows[i % len(rows)] for i in range(max(repeat_to, len(rows)))]
-    return Dataset.from_list(rows)
+    from qrlib.prompts import as_template
+    from qrlib.rows import check_rows
+
+    if isinstance(queries, Mapping):
+        rows = [{"qid": str(q), "query": t, "question": t, "context": ""}
+                for q, t in queries.items()]
+    else:
+        rows = [dict(r) for r in queries]
+    template = as_template(prompt)
+    check_rows(rows, fields=template.fields)
+    rows.sort(key=lambda r: r["qid"])
+    random.Random(seed).shuffle(rows)
+    out = []
+    for r in rows:
+        values = {f: r[f] for f in template.fields}
+        if "prompt" in r:
+            raise QrlibError("training rows may not have a 'prompt' column (it is built here)")
+        out.append({"prompt": render_prompt(template, tokenizer, prefill=prefill, **values), **r})
+    if repeat_to and out:
+        out = [out[i % len(out)] for i in range(repeat_to)]
+    return Dataset.from_list(out)
 
 
 # --------------------------------------------------------------------------- reward wrappers
@@ -192,6 +232,7 @@ class TimedReward:
         if len(oks) != len(parsed):  # env without records: our own strict parse
             oks = [p.ok for p in parsed]
         agg: dict[str, float] = {
+            "n": len(texts),
             "format_valid": sum(map(bool, oks)) / max(len(oks), 1),
             "reward_seconds": time.perf_counter() - t0,
         }
@@ -234,12 +275,34 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
                "reward_seconds", "generation_seconds", "qids"]
 
     def __init__(self, path: str | os.PathLike, reward: TimedReward,
-                 timer: dict[str, float] | None = None) -> None:
+                 timer: dict[str, float] | None = None, *,
+                 samples_path: str | os.PathLike | None = None, resumed_step: int = 0) -> None:
         self.path = Path(path)
         self.reward = reward
         self.timer = timer if timer is not None else {}
         self._seen = 0
+        self._seen_samples = 0
         self._t0 = time.perf_counter()
+        self.samples_path = Path(samples_path) if samples_path else None
+        if self.samples_path is not None:
+            self._trim_samples(resumed_step)
+
+    def _trim_samples(self, keep_upto: int) -> None:
+        """Drop sample rows of steps after ``keep_upto`` (a killed segment that the
+        resumed run trains again), keep every earlier row."""
+        p = self.samples_path
+        if p is None or not p.exists():
+            return
+        kept = []
+        for line in p.read_text(encoding="utf-8").splitlines():
+            try:
+                if int(json.loads(line).get("step", 0)) <= keep_upto:
+                    kept.append(line)
+            except (ValueError, AttributeError):
+                continue
+        from qrlib.workbook import atomic_write
+
+        atomic_write(p, "".join(k + "\n" for k in kept))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._t0 = time.perf_counter()
@@ -262,12 +325,21 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
         keys = sorted({k for b in batches for k in b} - {"qids"})
         for k in keys:
             vals = [b[k] for b in batches if k in b]
-            row[k] = sum(vals) / len(vals) if k != "reward_seconds" else sum(vals)
+            row[k] = sum(vals) if k in ("reward_seconds", "n") else sum(vals) / len(vals)
         row["qids"] = ";".join(b["qids"] for b in batches if b.get("qids"))
+        if "n" in row:
+            row["rollouts"] = row.pop("n")
         for k, v in logs.items():
             if k.startswith(("rewards/", "clip_ratio/")) and k not in row:
                 row[k] = v
         self._write(row)
+        new = self.reward.samples[self._seen_samples:]
+        self._seen_samples = len(self.reward.samples)
+        if self.samples_path is not None and new:
+            with open(self.samples_path, "a", encoding="utf-8") as fh:
+                for smp in new:
+                    fh.write(json.dumps({"step": state.global_step, **smp},
+                                        ensure_ascii=False, default=str) + "\n")
 
     def _write(self, row: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -287,50 +359,143 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
                 w.writerow({c: r.get(c, "") for c in cols})
 
 
-def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    """The newest ``checkpoint-N`` folder under ``output_dir`` (None if there is none)."""
-    from transformers.trainer_utils import get_last_checkpoint
+COMPLETE_MARKER = ".qrlib-complete"
 
+
+def _checkpoint_ok(ck: Path) -> tuple[bool, str]:
+    """Whether ``ck`` (a ``checkpoint-N`` folder) was written to the end: the marker our
+    callback writes after the Trainer saved it, or, for folders without one, every file a
+    resume reads is present and readable (trainer state JSON, weights header, optimizer
+    and scheduler archives)."""
+    import zipfile
+
+    if (ck / COMPLETE_MARKER).exists():
+        return True, "marked complete"
+    try:
+        state = json.loads((ck / "trainer_state.json").read_text())
+        if "global_step" not in state:
+            return False, "trainer_state.json has no global_step"
+    except (OSError, ValueError) as exc:
+        return False, f"trainer_state.json unreadable ({type(exc).__name__})"
+    weights = [p for p in (ck / "adapter_model.safetensors", ck / "model.safetensors")
+               if p.exists()]
+    if not weights:
+        return False, "no weights file"
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(weights[0]), "pt") as fh:
+            list(fh.keys())
+    except Exception as exc:  # noqa: BLE001 -- any decoding failure means incomplete
+        return False, f"{weights[0].name} unreadable ({type(exc).__name__})"
+    for name in ("optimizer.pt", "scheduler.pt"):
+        if not (ck / name).exists() or not zipfile.is_zipfile(ck / name):
+            return False, f"{name} missing or truncated"
+    return True, "files verified"
+
+
+def last_checkpoint(output_dir: str | os.PathLike, *, quarantine: bool = False,
+                    verbose: bool = False) -> str | None:
+    """The newest *complete* ``checkpoint-N`` under ``output_dir`` (None if none).
+
+    A checkpoint a kill interrupted is skipped (and with ``quarantine`` renamed to
+    ``incomplete-checkpoint-N-<time>`` so no later resume or rotation trips over it)."""
     d = Path(output_dir)
-    return get_last_checkpoint(str(d)) if d.is_dir() else None
+    if not d.is_dir():
+        return None
+    cks = sorted((p for p in d.glob("checkpoint-*") if p.is_dir()
+                  and p.name.split("-", 1)[1].isdigit()),
+                 key=lambda p: int(p.name.split("-", 1)[1]), reverse=True)
+    for ck in cks:
+        ok, why = _checkpoint_ok(ck)
+        if ok:
+            if verbose:
+                print(f"[qrlib.train] resuming from {ck.name} ({why})")
+            return str(ck)
+        print(f"[qrlib.train] skipping {ck.name}: incomplete ({why})")
+        if quarantine:
+            os.replace(ck, d / f"incomplete-{ck.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return None
+
+
+class _CheckpointMarker(_trainer_callback_base()):  # type: ignore[misc]
+    """Write ``checkpoint-N/.qrlib-complete`` once the Trainer has saved checkpoint N."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if ck.is_dir() and state.is_world_process_zero:
+            (ck / COMPLETE_MARKER).write_text(str(state.global_step))
 
 
 # --------------------------------------------------------------------------- training
-def _build_env(cfg: TrainConfig) -> tuple[Any, dict[str, str]]:
-    """Dataset subset -> retriever -> :class:`qrlib.env.RewardEnv` for the config."""
+def load_rows(cfg: TrainConfig) -> tuple[list[dict[str, Any]], Any]:
+    """Rows of the config's row source and, for retrieval sources, the (cut) dataset."""
     from qrlib import data as qdata
+    from qrlib import rows as qrows
+
+    if cfg.rows == "queries":
+        ds = qdata.load_dataset(cfg.dataset, cfg.split, data_dir=cfg.data_dir)
+        if cfg.n_queries is not None or cfg.n_distractors is not None:
+            ds = qdata.subset(ds, n_queries=cfg.n_queries, n_distractors=cfg.n_distractors,
+                              seed=cfg.seed)
+        return qrows.rows_from_dataset(ds), ds
+    if cfg.rows == "spider":
+        spider = qdata.load_spider(cfg.data_dir)
+        rows = qrows.rows_from_spider(spider, cfg.split, **cfg.row_params)
+        if cfg.n_queries is not None and len(rows) > cfg.n_queries:
+            rows = random.Random(cfg.seed).sample(rows, cfg.n_queries)
+        return rows, None
+    if str(cfg.rows).endswith(".jsonl"):
+        rows = qrows.read_rows(cfg.rows)
+        if cfg.n_queries is not None and len(rows) > cfg.n_queries:
+            rows = random.Random(cfg.seed).sample(rows, cfg.n_queries)
+        return rows, None
+    raise QrlibError(f"rows {cfg.rows!r} unknown; accepted: {list(qrows.SOURCES)} or a "
+                     ".jsonl file of rows")
+
+
+def _build_env(cfg: TrainConfig, ds: Any) -> Any:
+    """Retriever (when the source is a collection) -> :class:`qrlib.env.RewardEnv`."""
     from qrlib import retrieval
     from qrlib.env import RewardEnv
 
-    ds = qdata.load_dataset(cfg.dataset, cfg.split, data_dir=cfg.data_dir)
-    if cfg.n_queries is not None or cfg.n_distractors is not None:
-        ds = qdata.subset(ds, n_queries=cfg.n_queries, n_distractors=cfg.n_distractors,
-                          seed=cfg.seed)
-    retr = retrieval.build_retriever(cfg.retriever, ds.corpus, **cfg.retriever_params)
-    env = RewardEnv(retr, ds.qrels, reward=cfg.reward, fmt=cfg.fmt, queries=ds.queries,
-                    mode="expand" if cfg.expansion else "rewrite", **cfg.reward_params)
-    return env, ds.queries
+    params = dict(cfg.reward_params)
+    meta = cfg.template_meta()
+    if meta.get("max_subqueries") and "max_subqueries" not in params:
+        params["max_subqueries"] = meta["max_subqueries"]
+    retr = qrels = queries = None
+    if ds is not None:
+        retr = retrieval.build_retriever(cfg.retriever, ds.corpus, **cfg.retriever_params)
+        qrels, queries = ds.qrels, ds.queries
+    return RewardEnv(retr, qrels or {}, reward=cfg.reward, fmt=cfg.completion_format,
+                     queries=queries, mode="expand" if cfg.expansion else "rewrite", **params)
 
 
-def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, queries: dict[str, str],
+def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[str, Any]],
                     peft_config: Any) -> Any:
-    """A few SFT steps on (prompt, format-valid copy of the query) pairs: teaches the
-    output format only (the content is the original query, so it cannot teach retrieval)."""
+    """A few SFT steps before RL (TRL ``SFTTrainer``). The target of a row is its
+    ``sft_target`` column when present (e.g. gold SQL, a good decomposition: a real cold
+    start), else a format-valid copy of its query (teaches the output format only)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    rows = []
-    for q in queries.values():
-        target = sft_target(q, cfg.fmt)
+    from qrlib.prompts import as_template
+
+    template = as_template(cfg.prompt)
+    fmt = cfg.completion_format
+    out = []
+    for r in rows:
+        target = r["sft_target"] if "sft_target" in r else sft_target(r.get("query", ""), fmt)
         if cfg.prefill and target.startswith(cfg.prefill):
             target = target[len(cfg.prefill):]
-        rows.append({"prompt": render_prompt(cfg.prompt, tok, q, cfg.prefill),
-                     "completion": target + (tok.eos_token or "")})
+        values = {f: r[f] for f in template.fields}
+        out.append({"prompt": render_prompt(template, tok, prefill=cfg.prefill, **values),
+                    "completion": target + (tok.eos_token or "")})
     args = SFTConfig(output_dir=str(cfg.output_dir / "sft"), max_steps=cfg.sft_steps,
                      learning_rate=cfg.sft_learning_rate, per_device_train_batch_size=4,
                      logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed,
                      use_cpu=not _cuda(), bf16=_cuda(), completion_only_loss=True)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(out),
                          processing_class=tok, peft_config=peft_config)
     trainer.train()
     return trainer.model
@@ -354,6 +519,24 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (AMX or AVX512-BF16), where bf16
+    weights make the forward and backward passes several times faster than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolve_dtype(dtype: str | None) -> str:
+    """The policy dtype for ``dtype=None``: bf16 on CUDA and on CPUs with native bf16
+    matmul, fp32 elsewhere."""
+    if dtype:
+        return dtype
+    return "bfloat16" if _cuda() or cpu_has_native_bf16() else "float32"
+
+
 class _GenTimer:
     """Accumulate wall time of the trainer's generation calls (for the step breakdown)."""
 
@@ -371,61 +554,169 @@ class _GenTimer:
         trainer._generate = timed
 
 
+def _fingerprint(obj: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _prepare_output(cfg: TrainConfig, current: dict[str, Any]) -> None:
+    """Move aside a run folder holding another run (anything but the step budget and
+    checkpoint cadence differs, including the rows and the reward environment)."""
+    out = cfg.output_dir
+    if (out / "config.json").exists():
+        try:
+            saved = json.loads((out / "config.json").read_text())
+        except ValueError:
+            saved = {}
+        ignore = {"max_steps", "resume", "save_steps", "save_total_limit"}
+        if {k: v for k, v in saved.items() if k not in ignore} != \
+                {k: v for k, v in current.items() if k not in ignore}:
+            diff = sorted(k for k in set(saved) | set(current) if k not in ignore
+                          and saved.get(k) != current.get(k))
+            stale = out.with_name(f"{out.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+            print(f"[qrlib.train] {out} holds a run with another config (differs in "
+                  f"{diff[:6]}); moved to {stale.name}")
+            os.replace(out, stale)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _finished(cfg: TrainConfig) -> dict[str, Any] | None:
+    """The saved summary when this run already reached ``max_steps`` (nothing to do)."""
+    out = cfg.output_dir
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if summary.get("steps", -1) >= cfg.max_steps and \
+            (out / "adapter" / "adapter_config.json").exists():
+        return summary
+    return None
+
+
 def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
+          rows: Sequence[dict[str, Any]] | None = None,
           queries: dict[str, str] | None = None) -> dict[str, Any]:
     """Run (or resume) one GRPO/DAPO training and return a summary.
 
-    ``env``/``queries`` may be passed directly (a TRL reward callable and qid -> text);
-    otherwise they are built from the config with :class:`qrlib.env.RewardEnv`.
-    Writes under ``cfg.output_dir``: ``checkpoint-N/`` (resumable), ``adapter/`` (final
-    LoRA), ``log.csv`` (one row per step), ``samples.jsonl``, ``config.json``, ``summary.json``.
+    The training rows come from ``rows`` (a list of dicts, :mod:`qrlib.rows`), or
+    ``queries`` (qid -> text, for single-query prompts), or the config's row source; the
+    reward from ``env`` (any TRL reward callable) or a :class:`qrlib.env.RewardEnv` built
+    from the config. Every row column reaches the reward as a keyword (``qid``, ``query``,
+    ``db_path``, ``gold_sql``, ``answers``, ...); a column the env declares in
+    ``required_columns`` but the rows lack is a one-line error.
+
+    Writes under ``cfg.output_dir``: ``checkpoint-N/`` (resumable; a checkpoint cut short
+    by a kill is skipped), ``adapter/`` (final LoRA), ``log.csv`` (one row per step),
+    ``samples.jsonl`` (a few completions per step, kept across resumes), ``config.json``
+    (with fingerprints of the rows and the env), ``summary.json``. A run that already
+    reached ``max_steps`` returns its summary without training again.
     """
     import torch
     from peft import LoraConfig
     from transformers import set_seed
-    from trl import GRPOConfig, GRPOTrainer
 
     from qrlib.policy import load_policy
+    from qrlib.prompts import as_template
+    from qrlib.rows import check_rows
     from qrlib.workbook import save_json
 
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
     out = cfg.output_dir
+    ds = None
+    if rows is None and queries is not None:
+        rows = [{"qid": str(q), "query": t, "question": t, "context": ""}
+                for q, t in queries.items()]
+    if rows is None:
+        rows, ds = load_rows(cfg)
+    rows = [dict(r) for r in rows]
+    template = as_template(cfg.prompt)
+    check_rows(rows, fields=template.fields)
+    if env is None:
+        env = _build_env(cfg, ds)
+    check_rows(rows, columns=tuple(getattr(env, "required_columns", ()) or ()))
     current = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
-    if (out / "config.json").exists():
-        saved = json.loads((out / "config.json").read_text())
-        ignore = {"max_steps", "resume", "save_steps", "save_total_limit"}
-        if {k: v for k, v in saved.items() if k not in ignore} != \
-                {k: v for k, v in current.items() if k not in ignore}:
-            stale = out.with_name(f"{out.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
-            print(f"[qrlib.train] {out} holds a run with another config; moved to {stale.name}")
-            os.replace(out, stale)
-    out.mkdir(parents=True, exist_ok=True)
+    current["rows_fingerprint"] = _fingerprint(sorted(rows, key=lambda r: r["qid"]))
+    current["env"] = repr(env)
+    _prepare_output(cfg, current)
+    done = _finished(cfg) if cfg.resume else None
+    if done is not None:
+        print(f"[qrlib.train] {out} already trained to step {done['steps']} "
+              f"(max_steps {cfg.max_steps}); nothing to do")
+        return done
     save_json(current, out / "config.json")
     set_seed(cfg.seed)
-    if env is None:
-        env, built_queries = _build_env(cfg)
-        queries = queries or built_queries
-    if not queries:
-        raise QrlibError("train: no training queries (pass queries= or a dataset with qrels)")
-    reward = TimedReward(env, cfg.fmt, cfg.prefill)
+    fmt = cfg.completion_format
+    reward = TimedReward(env, fmt, cfg.prefill)
 
     cuda = _cuda()
-    dtype = cfg.dtype or ("bfloat16" if cuda else "float32")
+    dtype = resolve_dtype(cfg.dtype)
+    resume = last_checkpoint(out, quarantine=True, verbose=True) if cfg.resume else None
     # load on CPU: the Trainer/accelerate places the model on each process's own device
     model, tok = load_policy(cfg.model, adapter=cfg.init_adapter, dtype=dtype, device="cpu",
                              trainable=cfg.init_adapter is not None)
     peft_config = None if cfg.init_adapter else LoraConfig(
         r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
         target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
-    if cfg.sft_steps > 0 and last_checkpoint(out) is None:
-        model = _sft_warm_start(cfg, model, tok, queries, peft_config)
+    if cfg.sft_steps > 0 and resume is None:
+        model = _sft_warm_start(cfg, model, tok, rows, peft_config)
         peft_config = None  # the SFT trainer already wrapped the model in LoRA
-    g = cfg.resolved()
+    if peft_config is None and dtype != "float32":  # keep trainable LoRA weights in fp32
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.float()
     batch = cfg.prompts_per_step * cfg.num_generations
-    args = GRPOConfig(
-        output_dir=str(out), max_steps=cfg.max_steps, learning_rate=cfg.learning_rate,
-        warmup_steps=cfg.warmup_steps, max_grad_norm=cfg.max_grad_norm,
+    args = _grpo_args(cfg, batch, cuda, dtype)
+    n_rows = cfg.max_steps * cfg.prompts_per_step
+    data = build_prompts(rows, tok, template, repeat_to=n_rows, seed=cfg.seed,
+                         prefill=cfg.prefill)
+    timer: dict[str, float] = {}
+    resumed_step = int(Path(resume).name.split("-")[1]) if resume else 0
+    logger = StepLogger(out / "log.csv", reward, timer, samples_path=out / "samples.jsonl",
+                        resumed_step=resumed_step)
+    trainer_cls = _trainer_class()
+    trainer = trainer_cls(model=model, reward_funcs=[reward], args=args, train_dataset=data,
+                          processing_class=tok, peft_config=peft_config,
+                          callbacks=[logger, _CheckpointMarker()])
+    trainer.qrlib_dynamic_sampling = cfg.dynamic_sampling
+    trainer.qrlib_refill = build_prompts(rows, tok, template, seed=cfg.seed + 1,
+                                         prefill=cfg.prefill).to_list()
+    _GenTimer(trainer, timer)
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=resume)
+    wall = time.perf_counter() - t0
+    trainer.save_model(str(out / "adapter"))
+    tok.save_pretrained(str(out / "adapter"))
+    summary = {"name": cfg.name, "model": cfg.model, "dtype": dtype,
+               "steps": trainer.state.global_step,
+               "resumed_from": resume, "train_seconds": round(wall, 1),
+               "reward_seconds": round(reward.seconds, 1),
+               "rollouts": reward.calls and sum(b.get("n", batch) for b in reward.batches),
+               "dynamic_sampling": dict(getattr(trainer, "qrlib_ds_stats", {})),
+               "adapter": str(out / "adapter"),
+               "log": str(out / "log.csv"), "train_loss": getattr(result, "training_loss", None),
+               "torch_threads": torch.get_num_threads()}
+    if trainer.accelerator.is_main_process:
+        save_json(summary, out / "summary.json")
+    return summary
+
+
+def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
+    """TRL ``GRPOConfig`` for the run (vLLM colocate rollouts when ``use_vllm``)."""
+    from trl import GRPOConfig
+
+    g = cfg.resolved()
+    extra: dict[str, Any] = {}
+    if cfg.use_vllm:
+        if not cuda:
+            raise QrlibError("use_vllm needs a CUDA GPU; set use_vllm: false on CPU")
+        extra.update(use_vllm=True, vllm_mode="colocate",
+                     vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
+    return GRPOConfig(
+        output_dir=str(cfg.output_dir), max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
+        max_grad_norm=cfg.max_grad_norm,
         per_device_train_batch_size=batch, gradient_accumulation_steps=1,
         num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, top_p=cfg.top_p, loss_type=g["loss_type"],
@@ -433,34 +724,109 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
         scale_rewards=g["scale_rewards"], logging_steps=1, save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to="none", seed=cfg.seed,
         use_cpu=not cuda, bf16=cuda and dtype == "bfloat16",
-        remove_unused_columns=False,
-        disable_tqdm=False, dataloader_num_workers=0)
-    n_rows = cfg.max_steps * cfg.prompts_per_step
-    ds = build_prompts(queries, tok, cfg.prompt, repeat_to=n_rows, seed=cfg.seed,
-                       prefill=cfg.prefill)
-    timer: dict[str, float] = {}
-    logger = StepLogger(out / "log.csv", reward, timer)
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=ds,
-                          processing_class=tok, peft_config=peft_config, callbacks=[logger])
-    _GenTimer(trainer, timer)
-    resume = last_checkpoint(out) if cfg.resume else None
-    t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
-    wall = time.perf_counter() - t0
-    trainer.save_model(str(out / "adapter"))
-    tok.save_pretrained(str(out / "adapter"))
-    with open(out / "samples.jsonl", "a", encoding="utf-8") as fh:
-        for s in reward.samples:
-            fh.write(json.dumps(s, ensure_ascii=False) + "\n")
-    summary = {"name": cfg.name, "model": cfg.model, "steps": trainer.state.global_step,
-               "resumed_from": resume, "train_seconds": round(wall, 1),
-               "reward_seconds": round(reward.seconds, 1),
-               "rollouts": reward.calls * batch, "adapter": str(out / "adapter"),
-               "log": str(out / "log.csv"), "train_loss": getattr(result, "training_loss", None),
-               "torch_threads": torch.get_num_threads()}
-    if trainer.accelerator.is_main_process:
-        save_json(summary, out / "summary.json")
-    return summary
+        remove_unused_columns=False, disable_tqdm=False, dataloader_num_workers=0, **extra)
+
+
+def _trainer_class() -> type:
+    """TRL's ``GRPOTrainer`` with DAPO's dynamic sampling (DAPO Sec. 3.2) added.
+
+    With ``qrlib_dynamic_sampling = n > 0``, after a batch is generated and scored, every
+    group whose rewards are all equal (all advantages exactly 0: it teaches nothing) is
+    replaced by a group of a freshly drawn prompt, for up to ``n`` extra generation
+    rounds; groups still missing after that are filled with the zero-spread groups, so
+    the batch size never changes. ``qrlib_ds_stats`` counts rounds, groups replaced and
+    groups kept with zero spread. Single-process only (on several processes a group may
+    span devices); elsewhere it is switched off with a warning.
+    """
+    from trl import GRPOTrainer
+
+    class QrlibGRPOTrainer(GRPOTrainer):
+        qrlib_dynamic_sampling = 0
+        qrlib_refill: list[dict[str, Any]] = []
+
+        def _generate_and_score_completions(self, inputs):  # type: ignore[override]
+            out = super()._generate_and_score_completions(inputs)
+            n = int(self.qrlib_dynamic_sampling or 0)
+            if n <= 0 or not self.model.training or not self.qrlib_refill:
+                return out
+            if self.accelerator.num_processes > 1:
+                print("[qrlib.train] dynamic sampling is single-process only; off")
+                self.qrlib_dynamic_sampling = 0
+                return out
+            g = self.num_generations
+            stats = self.__dict__.setdefault("qrlib_ds_stats", {
+                "steps": 0, "steps_fired": 0, "rounds": 0, "groups_replaced": 0,
+                "zero_groups_kept": 0})
+            stats["steps"] += 1
+            pools = [out]
+            good = [(0, i) for i in _live_groups(out["advantages"], g)]
+            dead = [(0, i) for i in range(len(inputs) // g) if (0, i) not in good]
+            need = len(inputs) // g - len(good)
+            if need:
+                stats["steps_fired"] += 1
+            rounds = 0
+            while need > 0 and rounds < n:
+                rounds += 1
+                cursor = self.__dict__.setdefault("qrlib_refill_cursor", 0)
+                fresh = []
+                for j in range(need):
+                    row = self.qrlib_refill[(cursor + j) % len(self.qrlib_refill)]
+                    fresh += [dict(row) for _ in range(g)]
+                self.qrlib_refill_cursor = cursor + need
+                extra = super()._generate_and_score_completions(fresh)
+                pools.append(extra)
+                live = _live_groups(extra["advantages"], g)[:need]
+                good += [(len(pools) - 1, i) for i in live]
+                stats["groups_replaced"] += len(live)
+                need -= len(live)
+            stats["rounds"] += rounds
+            stats["zero_groups_kept"] += need
+            chosen = good + dead[:need]
+            return _splice(pools, chosen, g)
+
+    return QrlibGRPOTrainer
+
+
+def _live_groups(advantages: Any, g: int) -> list[int]:
+    """Indices of the groups (runs of ``g`` rows) with some non-zero advantage."""
+    a = advantages.reshape(-1, g)
+    return [i for i in range(a.shape[0]) if bool((a[i] != 0).any())]
+
+
+def _splice(pools: list[dict[str, Any]], chosen: list[tuple[int, int]], g: int) -> dict[str, Any]:
+    """One generation batch made of the groups ``chosen`` ((pool, group) pairs) of several
+    batches from ``_generate_and_score_completions``: prompt tensors are left-padded,
+    per-token tensors right-padded to a common length; ``num_items_in_batch`` recounted."""
+    import torch
+
+    if len(pools) == 1 and chosen == [(0, i) for i in range(len(chosen))]:
+        return pools[0]
+    out: dict[str, Any] = {}
+    for key, val in pools[0].items():
+        if key == "num_items_in_batch" or not torch.is_tensor(val) or val.dim() == 0:
+            out[key] = val
+            continue
+        parts = []
+        for p, i in chosen:
+            t = pools[p][key][i * g:(i + 1) * g]
+            parts.append(t)
+        if val.dim() >= 2:
+            width = max(t.shape[1] for t in parts)
+            left = key.startswith("prompt")
+            padded = []
+            for t in parts:
+                pad = width - t.shape[1]
+                if pad:
+                    fill = torch.zeros((t.shape[0], pad, *t.shape[2:]), dtype=t.dtype,
+                                       device=t.device)
+                    t = torch.cat([fill, t] if left else [t, fill], dim=1)
+                padded.append(t)
+            parts = padded
+        out[key] = torch.cat(parts, dim=0)
+    if "completion_mask" in out and torch.is_tensor(pools[0].get("num_items_in_batch")):
+        out["num_items_in_batch"] = out["completion_mask"].sum().to(
+            pools[0]["num_items_in_batch"].dtype)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,3 +123,180 @@ def test_sft_warm_start_then_one_grpo_step(tmp_path):
     assert s["steps"] == 1
     assert (tmp_path / "rl" / "sft" / "adapter" / "adapter_config.json").exists()
     assert len(env.records) == 2
+
+
+# --------------------------------------------------------------------------- engine (issue 8/9)
+def test_default_prompt_is_registered_and_formats_known():
+    from qrlib import prompts
+
+    cfg = T.TrainConfig()
+    assert cfg.prompt in prompts.REGISTRY
+    assert cfg.completion_format == "deepretrieval"
+    assert T.load_config({"prompt": "acqo/decompose"}).completion_format == "acqo"
+    assert T.load_config({"prompt": "acqo/decompose", "fmt": "plain"}).completion_format == "plain"
+
+
+class Tok:
+    def apply_chat_template(self, msgs, tokenize, add_generation_prompt):
+        return "|".join(m["content"] for m in msgs)
+
+
+def test_rows_with_any_fields_reach_the_prompt_and_keep_their_columns():
+    rows = [{"qid": "a", "question": "q1", "context": "", "db_path": "x.db", "gold_sql": "S"},
+            {"qid": "b", "question": "q2", "context": "c", "db_path": "y.db", "gold_sql": "T"}]
+    ds = T.build_prompts(rows, Tok(), "acqo/decompose", repeat_to=3)
+    assert len(ds) == 3 and set(ds.column_names) >= {"prompt", "qid", "db_path", "gold_sql"}
+    by_qid = {r["qid"]: r for r in ds.to_list()}
+    assert "q2" in by_qid["b"]["prompt"] and by_qid["b"]["db_path"] == "y.db"
+
+
+def test_missing_template_field_or_reward_column_is_one_line():
+    from qrlib.rows import check_rows
+
+    with pytest.raises(QrlibError, match=r"prompt field\(s\) \['context'\]"):
+        T.build_prompts([{"qid": "a", "question": "q"}], Tok(), "acqo/decompose")
+    with pytest.raises(QrlibError, match=r"reward column\(s\) \['gold_sql'\]"):
+        check_rows([{"qid": "a", "db_path": "x"}], columns=("db_path", "gold_sql"))
+    with pytest.raises(QrlibError, match="unknown prompt"):
+        T.build_prompts([{"qid": "a", "query": "q"}], Tok(), "no/such-prompt")
+    with pytest.raises(QrlibError, match="rows 'nope' unknown"):
+        T.load_rows(T.load_config({"rows": "nope"}))
+
+
+def test_spider_rows_split_by_database():
+    from qrlib import rows as R
+    from qrlib.data import load_spider
+
+    sp = load_spider()
+    tr, te = R.rows_from_spider(sp, "train"), R.rows_from_spider(sp, "test")
+    assert tr and te and not ({r["db_id"] for r in tr} & {r["db_id"] for r in te})
+    assert len(tr) + len(te) == sp.meta["n_usable"]
+    assert {"schema", "db_path", "gold_sql", "question"} <= set(tr[0])
+    assert "CREATE TABLE" in tr[0]["schema"]
+
+
+def _fake_checkpoint(d, step, complete=True, marker=False):
+    import zipfile
+
+    ck = d / f"checkpoint-{step}"
+    ck.mkdir(parents=True)
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    from safetensors.torch import save_file
+    import torch
+
+    save_file({"w": torch.zeros(2)}, str(ck / "adapter_model.safetensors"))
+    for name in ("optimizer.pt", "scheduler.pt"):
+        with zipfile.ZipFile(ck / name, "w") as z:
+            z.writestr("data", "x")
+    if not complete:  # a kill while writing: the optimizer archive is cut short
+        (ck / "optimizer.pt").write_bytes((ck / "optimizer.pt").read_bytes()[:10])
+    if marker:
+        (ck / T.COMPLETE_MARKER).write_text(str(step))
+    return ck
+
+
+def test_last_checkpoint_skips_and_quarantines_incomplete(tmp_path, capsys):
+    _fake_checkpoint(tmp_path, 2)
+    _fake_checkpoint(tmp_path, 4, complete=False)
+    assert T.last_checkpoint(tmp_path).endswith("checkpoint-2")
+    assert "skipping checkpoint-4" in capsys.readouterr().out
+    T.last_checkpoint(tmp_path, quarantine=True)
+    assert not (tmp_path / "checkpoint-4").exists()
+    assert any(p.name.startswith("incomplete-checkpoint-4") for p in tmp_path.iterdir())
+    # a truncated weights file is incomplete too, unless our marker says it finished
+    ck = _fake_checkpoint(tmp_path, 6)
+    (ck / "adapter_model.safetensors").write_bytes(b"\x10\x00")
+    assert T.last_checkpoint(tmp_path).endswith("checkpoint-2")
+    (ck / T.COMPLETE_MARKER).write_text("6")
+    assert T.last_checkpoint(tmp_path).endswith("checkpoint-6")
+
+
+def test_splice_keeps_groups_and_pads():
+    import torch
+
+    g = 2
+    a = {"prompt_ids": torch.tensor([[0, 1], [0, 2], [3, 4], [3, 5]]),
+         "prompt_mask": torch.ones(4, 2, dtype=torch.long),
+         "completion_ids": torch.tensor([[7], [8], [9], [9]]),
+         "completion_mask": torch.ones(4, 1, dtype=torch.long),
+         "advantages": torch.tensor([0.0, 0.0, 1.0, -1.0]),
+         "num_items_in_batch": torch.tensor(4)}
+    b = {"prompt_ids": torch.tensor([[6, 6, 6], [6, 6, 6]]),
+         "prompt_mask": torch.ones(2, 3, dtype=torch.long),
+         "completion_ids": torch.tensor([[1, 2], [3, 4]]),
+         "completion_mask": torch.ones(2, 2, dtype=torch.long),
+         "advantages": torch.tensor([0.5, -0.5]), "num_items_in_batch": torch.tensor(4)}
+    assert T._live_groups(a["advantages"], g) == [1]
+    out = T._splice([a, b], [(0, 1), (1, 0)], g)
+    assert out["prompt_ids"].tolist() == [[0, 3, 4], [0, 3, 5], [6, 6, 6], [6, 6, 6]]
+    assert out["prompt_mask"].tolist()[0] == [0, 1, 1]            # left padding
+    assert out["completion_mask"].tolist()[0] == [1, 0]           # right padding
+    assert out["advantages"].tolist() == [1.0, -1.0, 0.5, -0.5]
+    assert int(out["num_items_in_batch"]) == 2 + 4
+
+
+def _cli(cfg_path, *extra, timeout=900):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "qrlib.train", "--config", str(cfg_path),
+                           *extra], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_cli_trains_acqo_decompose_on_2wiki_then_never_overruns(tmp_path):
+    cfg = {"name": "acqo", "run_dir": str(tmp_path), "model": "smollm2",
+           "dataset": "2wikimultihopqa-mini", "split": "train", "n_queries": 6,
+           "n_distractors": 40, "retriever": "bm25", "prompt": "acqo/decompose",
+           "prefill": '{"query": "', "reward": "acqo_stage1", "algorithm": "dapo",
+           "reward_params": {"lenient": True}, "max_steps": 2, "num_generations": 2,
+           "max_completion_length": 8, "save_steps": 1, "dynamic_sampling": 1,
+           "temperature": 1.5}
+    path = tmp_path / "acqo.yaml"
+    path.write_text(json.dumps(cfg))
+    first = _cli(path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    out = tmp_path / "rl" / "acqo"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["dynamic_sampling"]["steps"] == 2
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["prompt"] == "acqo/decompose" and saved["rows_fingerprint"]
+    n_samples = len((out / "samples.jsonl").read_text().splitlines())
+    assert n_samples > 0
+    adapter = out / "adapter" / "adapter_model.safetensors"
+    mtime = adapter.stat().st_mtime_ns
+    # rerunning a finished training trains nothing (more queries than steps x prompts)
+    again = _cli(path)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert adapter.stat().st_mtime_ns == mtime
+    # a kill while writing checkpoint-3 leaves it incomplete: the next run resumes from 2
+    (out / "summary.json").unlink()
+    bad = out / "checkpoint-3"
+    bad.mkdir()
+    (bad / "trainer_state.json").write_text('{"global_st')
+    third = _cli(path, "--set", "max_steps=3")
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert "resuming from checkpoint-2" in third.stdout
+    assert json.loads((out / "summary.json").read_text())["steps"] == 3
+    steps = [json.loads(line)["step"] for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps) and set(steps) == {1, 2, 3}
+    # another dataset cut is another run: moved aside, never resumed
+    fourth = _cli(path, "--set", "n_queries=5", "--set", "max_steps=1")
+    assert fourth.returncode == 0 and "another config" in fourth.stdout
+    assert json.loads((out / "summary.json").read_text())["resumed_from"] is None
+
+
+@pytest.mark.slow
+def test_cli_trains_sql_prompt_on_spider(tmp_path):
+    cfg = {"name": "sql", "run_dir": str(tmp_path), "model": "smollm2", "rows": "spider",
+           "split": "train", "n_queries": 4, "prompt": "deepretrieval/sql-nothink",
+           "prefill": '<answer>{"query": "SELECT', "reward": "deepretrieval_sql",
+           "reward_params": {"lenient": True}, "algorithm": "dapo", "max_steps": 1,
+           "num_generations": 2, "max_completion_length": 10, "save_steps": 5}
+    path = tmp_path / "sql.yaml"
+    path.write_text(json.dumps(cfg))
+    res = _cli(path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = tmp_path / "rl" / "sql"
+    log = list(csv.DictReader(open(out / "log.csv")))
+    assert len(log) == 1 and log[0]["reward"] != ""
+    first = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
+    assert first["completion"].startswith('<answer>{"query": "SELECT')
