@@ -461,7 +461,7 @@ def _slug(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- factory
-RETRIEVER_KINDS = ("bm25", "bm25-ref", "dense")
+RETRIEVER_KINDS = ("bm25", "bm25-ref", "dense", "lucene", "pubmed", "ctgov")
 
 
 def build_retriever(kind: str, corpus: Any, **params: Any) -> Retriever:
@@ -479,6 +479,12 @@ def build_retriever(kind: str, corpus: Any, **params: Any) -> Retriever:
         cls, params = BM25Retriever, {**params, "engine": "rank_bm25"}
     elif kind == "dense":
         cls = DenseRetriever
+    elif kind in ("lucene", "bm25-lucene"):  # Lucene BM25 via Pyserini (extra "lucene")
+        from qrlib.lucene import LuceneBM25Retriever as cls
+    elif kind in ("pubmed", "ctgov", "clinicaltrials"):  # live engines / replayed answers
+        from qrlib.litsearch import build_engine
+
+        return build_engine(kind, corpus, **params)
     else:
         raise QrlibError(f"unknown retriever {kind!r}; accepted: {', '.join(RETRIEVER_KINDS)}")
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "corpus"}
