@@ -9,10 +9,12 @@ optimiser), and the speed-up over the first (reference) setting measured in the 
 
 Settings (``--variants``, comma-separated):
   ref      fp32 weights, GRPO preset (KL beta 0.001: one reference pass through the model
-           with the LoRA adapter disabled) -- what qrlib trained with before
-  bf16     bf16 base weights (LoRA weights fp32), GRPO preset
-  dapo     fp32, DAPO preset (beta 0: no reference pass)
-  new      bf16 + DAPO preset (the engine's CPU default for DAPO runs)
+           with the LoRA adapter disabled), TRL's default gradient checkpointing -- what
+           qrlib trained with before
+  nockpt   as ref without gradient checkpointing (no recomputed activations)
+  bf16     bf16 base weights (LoRA weights fp32), no checkpointing, GRPO preset: the
+           engine's CPU default on a CPU with native bf16 matmul (AMX / AVX512-BF16)
+  new      as bf16 with the DAPO preset (beta 0: no reference pass)
 
     python benchmarks/bench_train.py --model qwen2.5-coder-0.5b --steps 3 --generations 8 --tokens 32
 The reward share should stay below 10% of a step; the script exits 1 if it does not.
@@ -28,10 +30,10 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 VARIANTS = {
-    "ref": {"dtype": "float32", "algorithm": "grpo"},
-    "bf16": {"dtype": "bfloat16", "algorithm": "grpo"},
-    "dapo": {"dtype": "float32", "algorithm": "dapo"},
-    "new": {"dtype": "bfloat16", "algorithm": "dapo"},
+    "ref": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": True},
+    "nockpt": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False},
+    "bf16": {"dtype": "bfloat16", "algorithm": "grpo", "gradient_checkpointing": False},
+    "new": {"dtype": "bfloat16", "algorithm": "dapo", "gradient_checkpointing": False},
 }
 
 
@@ -74,7 +76,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--retriever", default="bm25")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--variants", default="ref,new")
+    ap.add_argument("--variants", default="ref,nockpt,bf16,new")
     a = ap.parse_args()
     import torch
 

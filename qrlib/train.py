@@ -93,6 +93,9 @@ class TrainConfig:
     dynamic_sampling: int = 0             # DAPO dynamic sampling: up to this many extra
     #                                       generation rounds per step replace groups whose
     #                                       rewards are all equal with fresh prompts (0 = off)
+    gradient_checkpointing: bool | None = None  # None: off on CPU (memory is not the limit
+    #                                       for these models; recomputing activations costs
+    #                                       about a fifth of a step), TRL's default (on) on CUDA
     use_vllm: bool = False                # TRL vLLM rollouts (colocate mode; CUDA only)
     vllm_gpu_memory_utilization: float = 0.3
     learning_rate: float = 1e-5
@@ -724,6 +727,8 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
         scale_rewards=g["scale_rewards"], logging_steps=1, save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to="none", seed=cfg.seed,
         use_cpu=not cuda, bf16=cuda and dtype == "bfloat16",
+        gradient_checkpointing=(cuda if cfg.gradient_checkpointing is None
+                                else cfg.gradient_checkpointing),
         remove_unused_columns=False, disable_tqdm=False, dataloader_num_workers=0, **extra)
 
 

@@ -38,6 +38,8 @@ eval_max_new_tokens = 24  # greedy budget when rewriting test queries
 eval_k = 100  # retrieval depth for evaluation (R@100)
 n_examples = 6  # before/after examples shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
+dtype = None  # policy weights: None picks bf16 on CUDA and on CPUs with native bf16 matmul, else fp32
+use_vllm = False  # TRL vLLM rollouts in colocate mode (CUDA only; gpu profile)
 
 # %% [markdown]
 # # 05 · Vanilla RL query rewriting (DeepRetrieval-style)
@@ -247,7 +249,8 @@ for name in datasets:
             prompts_per_step=prompts_per_step, num_generations=num_generations,
             max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
             learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-            save_steps=max(1, train_steps // 4), seed=seed,
+            save_steps=max(1, train_steps // 4), seed=seed, dtype=dtype, use_vllm=use_vllm,
+            n_queries=n_train_queries, n_distractors=n_distractors,
             reward_params={"k": reward_k, "lenient": lenient, "format_penalty": format_penalty}))
         t0 = time.perf_counter()
         SUMMARIES[run_name] = train(cfg, env=make_env(name, kind, mode), queries=tr.queries)

@@ -47,3 +47,21 @@ register(PromptTemplate(
     user=_USER.replace("{rules}", _RULES_COMMON + _RULES_SINGLE),
     fields=("context", "question"), source="ACQO App. C, Fig. 7b",
     meta={"fmt": "acqo", "max_subqueries": 1}))
+
+# A one-shot variant: the same rules plus one worked split. An untrained 0.5B model given
+# only the rules never splits a question (issue #10's probe: 1.0 sub-queries on average),
+# so GRPO sees groups of near-identical copies with no reward spread. The example seeds
+# exploration; RL then decides when to split and what to put in each part. The example is
+# ours and deliberately off-domain (no film/person question of the test sets).
+_EXAMPLE = (
+    "Example:\n"
+    "Current question:\nWhich was founded first, the University of Oslo or Uppsala "
+    "University?\n"
+    "{{\"query\": \"Which was founded first, the University of Oslo or Uppsala University?"
+    "%%University of Oslo founded%%Uppsala University founded\"}}\n\n")
+
+register(PromptTemplate(
+    name="acqo/decompose-oneshot", system=_SYSTEM,
+    user=_USER.replace("{rules}", _RULES_COMMON + _RULES_DECOMPOSE + "\n" + _EXAMPLE),
+    fields=("context", "question"), source="ACQO App. C, Fig. 7a + one worked example (ours)",
+    meta={"fmt": "acqo", "max_subqueries": 3}))

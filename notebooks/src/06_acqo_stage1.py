@@ -1,0 +1,277 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # adapters, logs and rollouts go here (read by notebook 07)
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run
+cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
+seed = 0  # seed for subsets and training
+data_dir = None  # BEIR folders; None means ../shared/data or $QRLIB_DATA
+model = "smollm2"  # policy: smollm2 | qwen2.5-coder-0.5b | hub id (gpu profile)
+train_datasets = ["2wikimultihopqa-mini", "hotpotqa-large"]  # their train splits, pooled
+retrievers = ["bm25"]  # one Stage I run per retriever: bm25 | dense
+n_train_queries = 8  # training questions per dataset (random subset of the train split); None means all
+n_distractors = 200  # training corpus: judged paragraphs + this many others per dataset; None means full
+prompt = "acqo/decompose-oneshot"  # acqo/decompose (rules only) | acqo/decompose-oneshot (+ one worked split)
+prefill = '{"query": "'  # start of the assistant's answer (the JSON key), '' for none
+train_steps = 2  # DAPO steps of Stage I per retriever
+prompts_per_step = 1  # distinct questions per step
+num_generations = 4  # rollouts per question (the GRPO group; ACQO A.2: 8)
+max_completion_length = 24  # token budget of one rollout (ACQO A.2: 256)
+temperature = 1.0  # rollout sampling temperature (ACQO A.2: 0.8)
+top_p = 1.0  # rollout nucleus sampling (ACQO A.2: 0.8)
+learning_rate = 5e-5  # LoRA learning rate (ACQO A.2: 1e-6 for full fine-tuning)
+lora_r = 16  # LoRA rank
+eta = 0.6  # decay over gold documents, ACQO Eq. 4 (0.6 for HotpotQA, A.2)
+delta = -1.0  # format penalty, ACQO Eq. 5 (not given in the paper)
+reward_k = 100  # ranks scored by Phi (ACQO Eq. 3 reaches rank 100)
+dynamic_sampling = 0  # DAPO dynamic sampling: extra generation rounds per step (0: off)
+hnsw_m = 32  # dense training reward searches an HNSW index (ACQO A.1); evaluation is exact
+hnsw_ef_construction = 200  # HNSW build effort
+n_examples = 6  # rollouts shown at the end
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+
+# %% [markdown]
+# # 06 · ACQO Stage I: learning to decompose, rewarded by the best subset
+#
+# ACQO (Adaptive Complex Query Optimisation) lets the policy decide whether a question is
+# searched as one query or split into up to three sub-queries (joined by `%%`). Every
+# sub-query is retrieved, the lists are merged by Rank-Score Fusion (RSF, ACQO Eq. 1-2; see
+# notebook 03), and the merged list is scored.
+#
+# Training has two stages (ACQO Sec. 3.4). This notebook runs **Stage I**, the
+# *exploration* stage: every training question, and a forgiving reward that scores the
+# **best non-empty subset** of the sub-queries the model wrote (Eq. 6):
+#
+# $$ G^{(I)}(\hat{\mathcal Q}) = \max_{\hat{\mathcal Q}' \in \mathcal P(\hat{\mathcal Q})\setminus\emptyset}
+#    S\big(\mathcal R_k(\hat{\mathcal Q}')\big),\qquad
+#    S(\mathcal R) = \sum_{i=1}^{n} \eta^{i}\,\Phi(r_i)\cdot\mathbb 1_{\text{format}}
+#    + \delta\,(1-\mathbb 1_{\text{format}}) $$
+#
+# where $r_1 \le r_2 \le \dots$ are the ranks of the gold paragraphs in the fused list and
+# $\Phi$ maps rank 1..10 linearly to 2..1 and rank 10..100 to 1..0 (Eq. 3). A sub-query
+# that adds nothing costs nothing under this reward (the subset without it scores the
+# same), so the model is free to try splits. Notebook 07 filters the questions by how hard
+# they remain (Eq. 7-8) and trains Stage II on the fused list of *all* sub-queries.
+#
+# Settings are far smaller than the paper's (Qwen2.5-3B, batch 256, several epochs over 85k
+# HotpotQA questions): the profile name is drawn on every figure.
+
+# %%
+import json
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if cache_dir:
+    os.environ["QRLIB_CACHE"] = str(cache_dir)
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from qrlib import data as qdata
+from qrlib import plots, prompts, retrieval, rows as qrows
+from qrlib.curriculum import SubqueryProbe
+from qrlib.env import RewardEnv
+from qrlib.train import load_config, train
+from qrlib.workbook import save_json, save_table
+
+plots.setup()
+torch.manual_seed(seed)
+if torch_threads:
+    torch.set_num_threads(int(torch_threads))
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+out_dir = run_dir / "06_acqo_stage1"
+out_dir.mkdir(parents=True, exist_ok=True)
+print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
+
+# %% [markdown]
+# ## 1. Training questions and corpus
+#
+# The train splits of 2WikiMultihopQA-mini and HotpotQA-large (see each folder's
+# `PROVENANCE.md`: both splits are fixed by a hash of the question id, so the test
+# questions used in notebook 07 are never trained on). Both sets are pooled into one
+# training set over the union of their paragraph corpora; in small profiles each corpus is
+# cut to the judged paragraphs of the chosen questions plus `n_distractors` others.
+
+# %%
+TRAIN_ROWS, CORPUS, QRELS = [], {}, {}
+for name in train_datasets:
+    ds = qdata.load_dataset(name, "train", data_dir=data_dir)
+    ds = qdata.subset(ds, n_queries=n_train_queries, n_distractors=n_distractors, seed=seed)
+    TRAIN_ROWS += qrows.rows_from_dataset(ds)
+    CORPUS.update(ds.corpus)
+    QRELS.update(ds.qrels)
+    print(f"{name}: {len(ds.queries)} training questions, {len(ds.corpus)} paragraphs")
+print(f"pooled: {len(TRAIN_ROWS)} questions, {len(CORPUS)} paragraphs")
+template = prompts.get(prompt)
+print(f"--- prompt {prompt} ({template.source})")
+print(prompts.render(template, context="", question=TRAIN_ROWS[0]["question"])[-1]["content"])
+
+# %% [markdown]
+# ## 2. Reward environment
+#
+# `RewardEnv(reward="acqo_stage1")` parses each completion (`{"query": "a%%b%%c"}`, more
+# than three sub-queries is a format failure), retrieves every sub-query in one batched
+# call, fuses each rollout's lists with RSF and scores every non-empty subset (Eq. 6).
+# BM25 uses $k_1 = 1.2$, $b = 0.75$; the dense reward searches an HNSW index, as ACQO
+# trains against an approximate index (App. A.1); evaluation in notebook 07 is exact.
+#
+# `SubqueryProbe` adds to each rollout's record the nDCG@10 of its best *single*
+# sub-query, so the log can draw ACQO Fig. 4: fused list vs best single sub-query.
+
+# %%
+def make_retriever(kind, corpus):
+    if kind == "bm25":
+        return retrieval.build_retriever("bm25", corpus, k1=1.2, b=0.75)
+    return retrieval.build_retriever("dense", corpus, index="hnsw", hnsw_m=hnsw_m,
+                                     ef_construction=hnsw_ef_construction,
+                                     cache_dir=cache_dir, show_progress=False)
+
+
+def make_env(kind):
+    env = RewardEnv(make_retriever(kind, CORPUS), QRELS, reward="acqo_stage1", fmt="acqo",
+                    k=reward_k, max_subqueries=3, lenient=True, eta=eta, delta=delta)
+    return SubqueryProbe(env, k=10)
+
+
+demo_env = make_env(retrievers[0])
+r0 = TRAIN_ROWS[0]
+demo = [f'{{"query": "{r0["question"]}"}}',
+        f'{{"query": "{r0["question"]}%%{r0["question"].split()[-1]}"}}',
+        '{"query": "a%%b%%c%%d"}', "no JSON at all"]
+print(demo_env(None, demo, qid=[r0["qid"]] * 4, query=[r0["question"]] * 4))
+pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
+                                "part_fused_ndcg@10", "part_best_sub_ndcg@10"]]
+
+# %% [markdown]
+# ## 3. Stage I training (DAPO)
+#
+# One LoRA adapter per retriever, trained with TRL's `GRPOTrainer` under the DAPO preset
+# (token-level loss, clip range [0.2, 0.28], no KL term), as ACQO A.2 does. The answer is
+# prefilled with `{"query": "` so every rollout starts in the right format, and the prompt
+# carries one worked split (`acqo/decompose-oneshot`): without it the untrained model
+# copies the question and most groups of rollouts have identical rewards (issue #10's
+# probe: 62% of groups), from which GRPO learns nothing.
+
+# %%
+SUMMARIES, CONFIGS = {}, {}
+for kind in retrievers:
+    cfg = load_config(dict(
+        name=f"acqo-stage1-{kind}", run_dir=str(run_dir), model=model, prompt=prompt,
+        prefill=prefill, reward="acqo_stage1", algorithm="dapo", max_steps=train_steps,
+        prompts_per_step=prompts_per_step, num_generations=num_generations,
+        max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
+        learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
+        dynamic_sampling=dynamic_sampling, save_steps=max(1, train_steps // 4), seed=seed,
+        retriever=kind))
+    t0 = time.perf_counter()
+    SUMMARIES[kind] = s = train(cfg, env=make_env(kind), rows=TRAIN_ROWS)
+    s["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    CONFIGS[kind] = cfg.name
+    print(kind, {k: s[k] for k in ("steps", "train_seconds", "dtype", "dynamic_sampling")})
+save_json({"summaries": SUMMARIES, "train_rows": TRAIN_ROWS, "prompt": prompt,
+           "prefill": prefill, "train_datasets": train_datasets, "eta": eta, "delta": delta,
+           "reward_k": reward_k, "n_distractors": n_distractors,
+           "max_completion_length": max_completion_length,
+           "corpus_ids": sorted(CORPUS)}, out_dir / "stage1.json")
+
+# %% [markdown]
+# ## 4. Training curves (ACQO Fig. 4)
+#
+# Per step: the mean reward, the mean number of sub-queries, and the nDCG@10 of the fused
+# list next to that of the best single sub-query. ACQO reports that the number of
+# sub-queries first rises (exploration) and then settles, and that the fused list ends up
+# above the best single sub-query.
+
+# %%
+LOGS = {k: pd.read_csv(run_dir / "rl" / CONFIGS[k] / "log.csv") for k in retrievers}
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+for i, (kind, log) in enumerate(LOGS.items()):
+    c = f"C{i}"
+    axes[0].plot(log.step, log.reward, color=c, alpha=0.35)
+    axes[0].plot(log.step, log.reward.rolling(4, min_periods=1).mean(), color=c, label=kind)
+    if "part/n_sub" in log:
+        axes[1].plot(log.step, log["part/n_sub"].rolling(4, min_periods=1).mean(), color=c,
+                     label=kind)
+    if "part/fused_ndcg@10" in log:
+        axes[2].plot(log.step, log["part/fused_ndcg@10"].rolling(4, min_periods=1).mean(),
+                     color=c, label=f"{kind}: fused list")
+    if "part/best_sub_ndcg@10" in log:
+        axes[2].plot(log.step, log["part/best_sub_ndcg@10"].rolling(4, min_periods=1).mean(),
+                     color=c, ls="--", label=f"{kind}: best single sub-query")
+axes[0].set(xlabel="training step", ylabel="Stage I reward G(I) (rolling mean of 4)")
+axes[1].set(xlabel="training step", ylabel="sub-queries per rollout")
+axes[2].set(xlabel="training step", ylabel="nDCG@10 (rolling mean of 4)")
+for ax in axes:
+    if ax.get_legend_handles_labels()[0]:
+        plots.legend_outside(ax, where="below")
+fig.tight_layout()
+plots.save_figure(fig, "06_stage1_curves", figures_dir,
+                  caption="ACQO Stage I training curves: reward, sub-queries per rollout, fused "
+                          "vs best single sub-query nDCG@10 (ACQO Fig. 4)",
+                  profile=profile,
+                  setting=f"{'+'.join(train_datasets)} train, {model}, {train_steps} DAPO steps "
+                          f"x {prompts_per_step} q x {num_generations} rollouts")
+
+# %%
+rows = []
+for kind, log in LOGS.items():
+    q = max(1, len(log) // 4)
+    first, last = log.head(q), log.tail(q)
+    for label, part in (("first quarter", first), ("last quarter", last)):
+        rows.append({"retriever": kind, "steps": label,
+                     "reward": part.reward.mean(),
+                     "sub-queries": part.get("part/n_sub", pd.Series(dtype=float)).mean(),
+                     "fused nDCG@10": part.get("part/fused_ndcg@10", pd.Series(dtype=float)).mean(),
+                     "best single nDCG@10": part.get("part/best_sub_ndcg@10",
+                                                     pd.Series(dtype=float)).mean(),
+                     "format valid": part.format_valid.mean(),
+                     "zero-spread groups": part.frac_reward_zero_std.mean(),
+                     "s/step": part.step_seconds.mean()})
+CURVE_TABLE = pd.DataFrame(rows)
+save_table(CURVE_TABLE, "06_stage1_curve_summary", tables_dir,
+           caption=f"ACQO Stage I, first vs last quarter of training; profile {profile}")
+CURVE_TABLE
+
+# %% [markdown]
+# ## 5. Rollouts
+#
+# A few rollouts of the last steps, with their Stage I reward.
+
+# %%
+samples = []
+for kind in retrievers:
+    path = run_dir / "rl" / CONFIGS[kind] / "samples.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines()[-n_examples:]:
+        s = json.loads(line)
+        samples.append({"retriever": kind, "step": s["step"], "question": s["query"],
+                        "completion": s["completion"], "reward": s["reward"]})
+pd.set_option("display.max_colwidth", 160)
+pd.DataFrame(samples)
+
+# %% [markdown]
+# ## What we found
+#
+# Read from `06_stage1_curve_summary` above (this run's numbers):
+
+# %%
+for kind in retrievers:
+    t = CURVE_TABLE[CURVE_TABLE.retriever == kind].set_index("steps")
+    f, l = t.loc["first quarter"], t.loc["last quarter"]
+    print(f"{kind}: Stage I reward {f.reward:.3f} -> {l.reward:.3f}; sub-queries per rollout "
+          f"{f['sub-queries']:.2f} -> {l['sub-queries']:.2f}; fused nDCG@10 "
+          f"{f['fused nDCG@10']:.3f} -> {l['fused nDCG@10']:.3f} (best single sub-query "
+          f"{f['best single nDCG@10']:.3f} -> {l['best single nDCG@10']:.3f}); format-valid "
+          f"{f['format valid']:.2f} -> {l['format valid']:.2f}; {l['s/step']:.0f} s/step.")
+print("Whether these training-set gains carry to the test questions is notebook 07's question.")

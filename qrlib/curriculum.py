@@ -1,0 +1,150 @@
+"""ACQO's two-stage curriculum around the training engine (ACQO Sec. 3.4).
+
+Stage I trains on every training question with the power-set reward (Eq. 6); then the
+Stage I model samples K decompositions per training question, their mean Stage I reward
+is the question's learning complexity tau(q) (Eq. 7), and Stage II trains only on the
+questions with tau(q) <= tau_thres (Eq. 8) with the full-ensemble reward (Eq. 9-10),
+starting from the Stage I adapter. RL itself is :func:`qrlib.train.train`'s; this module
+holds the glue: sampling decompositions, scoring them, the tau filter, and evaluating a
+set of decompositions by retrieving every sub-query and fusing the lists.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from qrlib.errors import QrlibError
+
+
+def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
+                            prompt: Any, *, prefill: str = "", fmt: str = "acqo",
+                            max_subqueries: int | None = 3, n: int = 1,
+                            do_sample: bool = False, temperature: float = 1.0,
+                            top_p: float = 1.0, max_new_tokens: int = 64,
+                            batch_size: int = 8, seed: int | None = None,
+                            progress: bool = True) -> list[dict[str, Any]]:
+    """``n`` decompositions per row (greedy unless ``do_sample``), parsed.
+
+    One dict per (row, sample): ``qid``, ``sample``, ``completion`` (prefill included),
+    ``format_ok`` (strict parse), ``subqueries`` (lenient parse; the original question
+    when nothing can be recovered, so every question is searched), ``recovered``
+    (the sub-queries came from the lenient parser or the fallback), ``gen_tokens``,
+    ``gen_seconds`` (the row's share of its batch time).
+    """
+    from qrlib.parsing import parse_completion
+    from qrlib.policy import generate
+    from qrlib.prompts import as_template, render_prompt
+
+    template = as_template(prompt)
+    out: list[dict[str, Any]] = []
+    starts = range(0, len(rows), batch_size)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="decompose", unit="batch")
+    for s in starts:
+        chunk = rows[s:s + batch_size]
+        texts = [render_prompt(template, tokenizer, prefill=prefill,
+                               **{f: r[f] for f in template.fields}) for r in chunk]
+        t0 = time.perf_counter()
+        outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
+                        do_sample=do_sample, temperature=temperature, top_p=top_p,
+                        num_return_sequences=n, batch_size=batch_size, seed=seed)
+        per = (time.perf_counter() - t0) / max(len(outs), 1)
+        for i, comp in enumerate(outs):
+            r = chunk[i // n]
+            full = prefill + comp
+            strict = parse_completion(full, fmt, max_subqueries=max_subqueries)
+            loose = strict if strict.ok else parse_completion(full, fmt, lenient=True,
+                                                              max_subqueries=max_subqueries)
+            subs = list(loose.queries) or [r.get("question") or r.get("query") or ""]
+            out.append({"qid": r["qid"], "sample": i % n, "completion": full,
+                        "format_ok": strict.ok, "subqueries": subs,
+                        "recovered": not strict.ok,
+                        "gen_tokens": len(tokenizer(comp, add_special_tokens=False)["input_ids"]),
+                        "gen_seconds": per})
+    return out
+
+
+def search_fused(retriever: Any, subqueries: Mapping[str, Sequence[str]], *, k: int = 100,
+                 fusion: str = "rsf") -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Retrieve every sub-query (one batched call, duplicates once), fuse each question's
+    lists (ACQO Eq. 1-2 for ``rsf``) and return a metric-ready run {qid: {doc: score}} and
+    the wall seconds of (``retrieval``, ``fusion``)."""
+    from qrlib import fusion as F
+
+    unique = list(dict.fromkeys(s for subs in subqueries.values() for s in subs))
+    if not unique:
+        raise QrlibError("search_fused: no sub-queries to search")
+    t0 = time.perf_counter()
+    lists = dict(zip(unique, retriever.search(unique, k)))
+    t1 = time.perf_counter()
+    run = {q: F.to_run(F.fuse([lists[s] for s in subs], fusion, top=k))
+           for q, subs in subqueries.items() if subs}
+    t2 = time.perf_counter()
+    return run, {"retrieval": t1 - t0, "fusion": t2 - t1}
+
+
+def tau_by_question(rewards: Sequence[float], qids: Sequence[str]) -> dict[str, float]:
+    """ACQO Eq. 7: tau(q) = mean Stage I reward of the K rollouts of question q."""
+    from qrlib.rewards import acqo_tau
+
+    if len(rewards) != len(qids):
+        raise QrlibError(f"{len(rewards)} rewards for {len(qids)} qids")
+    by: dict[str, list[float]] = {}
+    for q, r in zip(qids, rewards):
+        by.setdefault(str(q), []).append(float(r))
+    return {q: acqo_tau(v) for q, v in by.items()}
+
+
+def keep_for_stage2(tau: Mapping[str, float], tau_thres: float = 5 / 3) -> list[str]:
+    """ACQO Eq. 8: questions with tau(q) <= tau_thres (sorted)."""
+    from qrlib.rewards import acqo_curriculum
+
+    return sorted(acqo_curriculum(tau, tau_thres))
+
+
+class SubqueryProbe:
+    """A reward callable wrapping a :class:`qrlib.env.RewardEnv` that adds, to every record
+    the env writes, the nDCG@``k`` of the fused list of all the rollout's sub-queries
+    (``part_fused_ndcg@k``, fused as the env fuses) and of its best single sub-query
+    (``part_best_sub_ndcg@k``): ACQO Fig. 4's two curves. Lists are searched ``depth``
+    deep (a document below rank k in every list can still enter the fused top k); BM25
+    pays about a millisecond per sub-query. Rewards are the env's, unchanged.
+    """
+
+    def __init__(self, env: Any, k: int = 10, depth: int = 100) -> None:
+        self.env = env
+        self.k = int(k)
+        self.depth = max(int(depth), self.k)
+        self.__name__ = getattr(env, "__name__", "reward")
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return self.env.records
+
+    @property
+    def required_columns(self) -> tuple[str, ...]:
+        return tuple(getattr(self.env, "required_columns", ()) or ())
+
+    def __repr__(self) -> str:
+        return f"SubqueryProbe({self.env!r}, k={self.k}, depth={self.depth})"
+
+    def __call__(self, prompts: Any = None, completions: Any = None, **cols: Any) -> list[float]:
+        from qrlib import fusion as F
+        from qrlib.rewards import ndcg_at_k
+
+        n0 = len(self.env.records)
+        out = self.env(prompts, completions, **cols)
+        new = self.env.records[n0:]
+        subs = list(dict.fromkeys(s for r in new for s in r.get("queries") or []))
+        lists = dict(zip(subs, self.env.retriever.search(subs, self.depth))) if subs else {}
+        for r in new:
+            qrels = self.env.qrels.get(r["qid"], {})
+            mine = [lists[s] for s in r.get("queries") or []]
+            vals = [ndcg_at_k(lst, qrels, self.k) for lst in mine]
+            fused = F.fuse(mine, getattr(self.env, "fusion", "rsf"), top=self.depth) if mine else []
+            r[f"part_best_sub_ndcg@{self.k}"] = max(vals) if vals else 0.0
+            r[f"part_fused_ndcg@{self.k}"] = ndcg_at_k(fused, qrels, self.k) if mine else 0.0
+        return out
