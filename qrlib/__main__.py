@@ -22,6 +22,10 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--retriever", default="bm25", help="bm25 | bm25-ref | dense")
     base.add_argument("--split", default="test")
     base.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    res = sub.add_parser("results", help="write RESULTS.md from tables/<profile>/")
+    res.add_argument("--profile", default="cpu", help="profile whose tables are reported")
+    res.add_argument("--output", default=None, help="file to write (default: RESULTS.md)")
+    res.add_argument("--check", action="store_true", help="fail if the file is out of date")
     build = sub.add_parser("build-notebooks", help="regenerate notebooks/*.ipynb from notebooks/src")
     build.add_argument("names", nargs="*", help="notebook names (default: all)")
     return ap
@@ -39,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
             from qrlib.baseline import baseline_main
 
             baseline_main(args.dataset, args.retriever, args.split, as_json=args.json)
+        elif args.cmd == "results":
+            from qrlib.results import results_main
+
+            return results_main(args.profile, args.output, check=args.check)
         elif args.cmd == "build-notebooks":
             from qrlib.workbook import build_notebooks
 

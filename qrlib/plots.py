@@ -1,11 +1,22 @@
-"""One figure style and one way to save figures (PNG + PDF + caption naming the profile)."""
+"""One figure style and one way to save figures (PNG + PDF + caption naming the profile).
+
+Every saved figure carries, drawn on the figure itself, the profile and the setting that
+produced it (``profile: cpu · SciFact test, BM25``), so a PNG copied out of the repository
+cannot pass for a paper-scale result. Helpers keep legends outside the data
+(:func:`legend_outside`), give many near-identical lines a readable style (key lines
+coloured, the rest faint: :func:`highlight_styles`) and rotate crowded category ticks
+(:func:`tidy_ticks`).
+"""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from qrlib.workbook import atomic_path, atomic_write
+
+STAMP_GID = "qrlib-stamp"
 
 
 def setup() -> None:
@@ -15,19 +26,90 @@ def setup() -> None:
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
 
 
+def stamp(fig: Any, profile: str, setting: str | None = None) -> Any:
+    """Draw ``profile: <name> · <setting>`` above the figure's top-right corner (once:
+    a second call replaces the first stamp)."""
+    for t in list(fig.texts):
+        if t.get_gid() == STAMP_GID:
+            t.remove()
+    text = f"profile: {profile}" + (f" · {setting}" if setting else "")
+    return fig.text(0.995, 1.0, text, ha="right", va="bottom", fontsize=8, color="0.35",
+                    gid=STAMP_GID, transform=fig.transFigure)
+
+
 def save_figure(fig: Any, name: str, figures_dir: str | os.PathLike, *, caption: str,
-                profile: str) -> Path:
+                profile: str, setting: str | None = None) -> Path:
     """Save ``fig`` as ``<name>.png`` and ``<name>.pdf`` and record its caption.
 
-    The caption always says which profile produced the figure, so a figure made in a
+    The caption always says which profile produced the figure, and the figure itself is
+    stamped with the profile and ``setting`` (data, subset, model), so a figure made in a
     reduced setting (``smoke``/``cpu``) can never pass for a paper-scale one.
     """
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
-    full_caption = f"{caption} [profile: {profile}]"
+    stamp(fig, profile, setting)
+    full_caption = f"{caption} [profile: {profile}" + (f"; {setting}]" if setting else "]")
     for ext in ("png", "pdf"):
         with atomic_path(figures_dir / f"{name}.{ext}") as tmp:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight",
                         metadata={"Title": name} if ext == "pdf" else None)
     atomic_write(figures_dir / f"{name}.caption.txt", full_caption + "\n")
     return figures_dir / f"{name}.png"
+
+
+def legend_outside(target: Any, handles: list | None = None, labels: list | None = None, *,
+                   where: str = "right", title: str | None = None, ncol: int | None = None,
+                   fontsize: int | float = 8) -> Any:
+    """Put the legend of an Axes or a Figure outside the data: to the ``right`` (one
+    column, top-aligned) or ``below`` (centred, several columns)."""
+    is_fig = hasattr(target, "legends") and hasattr(target, "axes") and not hasattr(target, "plot")
+    if handles is None:
+        src = target.axes[0] if is_fig else target
+        handles, labels = src.get_legend_handles_labels()
+    if not is_fig and target.get_legend() is not None:
+        target.get_legend().remove()
+    if where == "right":
+        kw = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=ncol or 1)
+        if is_fig:
+            kw = dict(loc="center left", bbox_to_anchor=(1.0, 0.5), ncol=ncol or 1)
+    elif where == "below":
+        n = ncol or min(len(handles), 4)
+        kw = dict(loc="upper center", bbox_to_anchor=(0.5, -0.12 if not is_fig else 0.0), ncol=n)
+    else:
+        raise ValueError(f"where must be 'right' or 'below', got {where!r}")
+    return target.legend(handles, labels, title=title, fontsize=fontsize, frameon=False, **kw)
+
+
+def highlight_styles(names: Iterable[str], key: Iterable[str], *,
+                     faint_color: str = "0.65") -> dict[str, dict[str, Any]]:
+    """Line styles for many series: the ``key`` ones in distinct colour-blind-safe colours,
+    thick and on top; the others thin, grey and behind. ``{name: plot kwargs}``."""
+    import seaborn as sns
+
+    names = list(names)
+    key = [n for n in names if n in set(key)]
+    palette = sns.color_palette("colorblind", max(len(key), 1))
+    out = {}
+    for n in names:
+        if n in key:
+            out[n] = dict(color=palette[key.index(n)], lw=2.2, alpha=1.0, zorder=3, ls="-")
+        else:
+            out[n] = dict(color=faint_color, lw=0.9, alpha=0.7, zorder=1, ls="-")
+    return out
+
+
+def tidy_ticks(ax: Any, axis: str = "x", rotation: float = 30, *, wrap: int | None = 14) -> None:
+    """Rotate (and word-wrap) category tick labels so neighbours cannot collide."""
+    import textwrap
+
+    labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    texts = [t.get_text() for t in labels]
+    if wrap:
+        texts = ["\n".join(textwrap.wrap(t, wrap)) or t for t in texts]
+    if axis == "x":
+        ax.set_xticks(ax.get_xticks())
+        ax.set_xticklabels(texts, rotation=rotation, ha="right" if rotation else "center",
+                           rotation_mode="anchor", fontsize=8)
+    else:
+        ax.set_yticks(ax.get_yticks())
+        ax.set_yticklabels(texts, fontsize=8)

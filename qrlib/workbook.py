@@ -367,6 +367,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             raise QrlibError(f"notebook {name} failed: {error} (executed copy: {out_nb})")
         save_json(row, marker)
     _print_summary(rows)
+    from qrlib.publish import after_run  # timing table; cpu: executed notebooks + RESULTS.md
+
+    after_run(profile["name"], rows, root=root)
     return rows
 
 

@@ -24,7 +24,7 @@ def test_every_file_loads_with_the_record_columns():
     assert df["value"].notna().all()
     for paper in P.papers():
         meta = P.info(paper)
-        assert meta["paper"] == paper and meta["title"] and meta["file"], paper
+        assert meta["paper"] == paper and meta["title"], paper
         assert meta["tables"], paper
         for name, t in meta["tables"].items():
             assert t["setting"] and t["source"] and t["unit"] in P.UNITS, (paper, name)
@@ -34,6 +34,8 @@ def test_every_file_loads_with_the_record_columns():
 def test_every_published_value_occurs_in_the_paper_text(paper):
     """A typo in a transcribed number (0.315 for 0.311) fails here."""
     meta = P.info(paper)
+    if not meta["file"]:
+        pytest.skip(f"{paper}: not from a paper text (sources named per table)")
     path = PAPERS_DIR / meta["file"]
     if not path.exists():
         pytest.skip(f"paper text {path} not on this machine")

@@ -1,0 +1,234 @@
+"""Publish the executed notebooks of a profile, small enough to commit and browse.
+
+``python -m qrlib run params/cpu.yaml`` ends by calling :func:`after_run`, which, for the
+profiles in :data:`PUBLISHED_PROFILES` (the README's ``cpu`` profile):
+
+* copies every notebook that ran to ``notebooks/executed/<profile>/NN_name.ipynb`` with its
+  outputs, stripped of what makes notebooks heavy (PDF/SVG twins of figures, widget
+  state, progress-bar spam, huge HTML) and with figures re-encoded as modest PNGs, behind
+  a first cell naming the commit, the profile and the date;
+* writes ``notebooks/executed/<profile>/README.md``, an index of what is there;
+* writes ``tables/<profile>/run_timings.csv|md`` (the last successful wall time and peak
+  memory of each notebook, from ``runs/<profile>/timings.csv``), which README and RESULTS
+  quote;
+* regenerates ``RESULTS.md`` from ``tables/<profile>/`` (:mod:`qrlib.results`).
+
+For every profile the timing table is written; notebooks are published only for the
+listed profiles (or any profile with ``QRLIB_PUBLISH=1``), so ``make test`` leaves the
+repository untouched. Data, indexes and weights are never copied: only notebook outputs.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from qrlib.errors import QrlibError
+from qrlib.workbook import REPO_ROOT, atomic_write
+
+PUBLISHED_PROFILES = ("cpu",)
+RESULTS_PROFILE = "cpu"
+MAX_PNG_WIDTH = 1000        # px; wider inline figures are downscaled
+MAX_HTML_CHARS = 60_000     # larger HTML outputs keep only their text/plain twin
+MAX_STREAM_LINES = 60       # longer stdout/stderr outputs keep head and tail
+HEADER_ID = "qrlib-published-header"
+DROP_MIME = ("application/pdf", "image/svg+xml", "application/vnd.jupyter.widget-view+json",
+             "application/vnd.jupyter.widget-state+json", "application/javascript")
+
+
+# --------------------------------------------------------------------------- git
+def commit_info(root: Path | None = None) -> dict[str, Any]:
+    """Short commit of ``root`` and whether sources differ from it (``dirty``)."""
+    root = Path(root or REPO_ROOT)
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "qrlib", "notebooks/src", "params"],
+                               capture_output=True, text=True, check=True).stdout.strip() != ""
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": "unknown", "dirty": False}
+    return {"commit": sha, "dirty": dirty}
+
+
+# --------------------------------------------------------------------------- stripping
+def _shrink_png(b64: str, max_width: int) -> str:
+    """Downscale a base64 PNG to ``max_width`` and re-encode it with a 256-colour palette
+    (plots lose nothing visible; files shrink several-fold)."""
+    from PIL import Image
+
+    raw = base64.b64decode(b64)
+    img = Image.open(io.BytesIO(raw))
+    img.load()
+    if img.width > max_width:
+        h = round(img.height * max_width / img.width)
+        img = img.convert("RGBA").resize((max_width, h), Image.LANCZOS)
+    if img.mode != "P":
+        img = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    img.save(out, format="PNG", optimize=True)
+    new = out.getvalue()
+    return base64.b64encode(new if len(new) < len(raw) else raw).decode("ascii")
+
+
+def _clean_stream(text: str, max_lines: int) -> str:
+    """Keep only the final state of carriage-return-updated lines (progress bars) and cut
+    long outputs to their head and tail."""
+    lines = [ln.rsplit("\r", 1)[-1] for ln in text.split("\n")]
+    lines = [ln for ln in lines if not re.fullmatch(r"\s*", ln)] if len(lines) > 1 else lines
+    if len(lines) > max_lines:
+        head, tail = lines[: max_lines * 2 // 3], lines[-(max_lines // 3):]
+        lines = head + [f"... [{len(lines) - len(head) - len(tail)} lines cut by qrlib.publish] ..."] + tail
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH) -> Any:
+    """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
+        if cell.cell_type != "code":
+            continue
+        outs = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                out["text"] = _clean_stream(out.get("text", ""), MAX_STREAM_LINES)
+                if not out["text"].strip():
+                    continue
+            data = out.get("data")
+            if data is not None:
+                for mime in DROP_MIME:
+                    data.pop(mime, None)
+                if "text/html" in data and "text/plain" in data:
+                    if len("".join(data["text/html"])) > MAX_HTML_CHARS:
+                        data.pop("text/html")
+                if "image/png" in data:
+                    png = data["image/png"]
+                    data["image/png"] = _shrink_png("".join(png) if isinstance(png, list) else png,
+                                                    max_png_width)
+                    out.setdefault("metadata", {}).pop("image/png", None)
+                if not data:
+                    continue
+            outs.append(out)
+        cell.outputs = outs
+    return nb
+
+
+def header_cell(name: str, profile: str, info: dict[str, Any], executed: str,
+                wall_s: float | None) -> Any:
+    import nbformat
+
+    commit = info["commit"] + (" (with uncommitted changes)" if info.get("dirty") else "")
+    wall = f", {wall_s / 60:.1f} min" if wall_s and wall_s >= 90 else (f", {wall_s:.0f} s" if wall_s else "")
+    text = (f"> **Executed copy, for reading.** `{name}` run with the **`{profile}`** profile "
+            f"(`params/{profile}.yaml`) at commit `{commit}` on {executed}{wall}.  \n"
+            f"> Written by `python -m qrlib run params/{profile}.yaml` (qrlib.publish): outputs "
+            f"only, figures downscaled, no data or weights. Do not edit: the source is "
+            f"`notebooks/src/{name}.py`; open `notebooks/{name}.ipynb` to run it yourself.")
+    cell = nbformat.v4.new_markdown_cell(text)
+    cell.id = HEADER_ID
+    return cell
+
+
+# --------------------------------------------------------------------------- publish
+def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str] | None = None,
+                      dest: Path | None = None, max_png_width: int = MAX_PNG_WIDTH,
+                      walls: dict[str, float] | None = None) -> list[Path]:
+    """Copy ``runs/<profile>/notebooks/*.ipynb`` (or ``names``) to
+    ``notebooks/executed/<profile>/``, stripped, with a header cell; returns the paths."""
+    import nbformat
+
+    root = Path(root or REPO_ROOT)
+    src_dir = root / "runs" / profile / "notebooks"
+    dest = Path(dest or root / "notebooks" / "executed" / profile)
+    if not src_dir.exists():
+        raise QrlibError(f"no executed notebooks under {src_dir}; run `python -m qrlib run "
+                         f"params/{profile}.yaml` first")
+    paths = sorted(src_dir.glob("[0-9][0-9]_*.ipynb"))
+    if names is not None:
+        paths = [p for p in paths if p.stem in set(names)]
+    info = commit_info(root)
+    out = []
+    for p in paths:
+        nb = nbformat.read(p, as_version=4)
+        executed = time.strftime("%Y-%m-%d", time.localtime(p.stat().st_mtime))
+        nb = strip_notebook(nb, max_png_width=max_png_width)
+        nb.cells = [c for c in nb.cells if c.get("id") != HEADER_ID]
+        nb.cells.insert(0, header_cell(p.stem, profile, info, executed, (walls or {}).get(p.stem)))
+        nb.metadata["qrlib"] = {"profile": profile, "commit": info["commit"],
+                                "dirty": info["dirty"], "executed": executed,
+                                "wall_s": (walls or {}).get(p.stem)}
+        target = dest / p.name
+        atomic_write(target, nbformat.writes(nb) + "\n")
+        out.append(target)
+    write_index(dest, profile)
+    return out
+
+
+def write_index(dest: Path, profile: str) -> Path:
+    """``README.md`` of a published folder: one line per notebook with commit and date."""
+    import nbformat
+
+    lines = [f"# Executed notebooks of the `{profile}` profile", "",
+             f"Written by `python -m qrlib run params/{profile}.yaml` (see `qrlib/publish.py`); "
+             "outputs only, for reading on a repository page or in JupyterLab without running "
+             "anything. The runnable notebooks are one folder up.", "",
+             "| notebook | commit | executed | wall time |", "|---|---|---|---|"]
+    for p in sorted(dest.glob("[0-9][0-9]_*.ipynb")):
+        meta = nbformat.read(p, as_version=4).metadata.get("qrlib", {})
+        wall = meta.get("wall_s")
+        commit = meta.get("commit", "?") + (" (dirty)" if meta.get("dirty") else "")
+        lines.append(f"| [{p.stem}]({p.name}) | `{commit}` | {meta.get('executed', '?')} | "
+                     + (f"{wall:.0f} s" if wall else "") + " |")
+    return atomic_write(dest / "README.md", "\n".join(lines) + "\n")
+
+
+def timing_table(profile: str, *, root: Path | None = None) -> Any:
+    """The last successful row per notebook of ``runs/<profile>/timings.csv``, saved as
+    ``tables/<profile>/run_timings.csv|md``; None when the run has no timings."""
+    import pandas as pd
+
+    from qrlib.workbook import save_table
+
+    root = Path(root or REPO_ROOT)
+    src = root / "runs" / profile / "timings.csv"
+    if not src.exists():
+        return None
+    t = pd.read_csv(src)
+    t = t[t["status"] == "ok"].groupby("notebook", sort=True).tail(1)
+    if t.empty:
+        return None
+    t = t[["notebook", "wall_s", "peak_rss_mb", "finished"]].sort_values("notebook")
+    t["wall_min"] = t["wall_s"] / 60
+    save_table(t.reset_index(drop=True), "run_timings", root / "tables" / profile, floatfmt=".1f",
+               caption=f"Wall time and peak memory (process + kernel) of the last successful "
+                       f"run of each notebook, from runs/{profile}/timings.csv "
+                       f"[profile: {profile}]")
+    return t
+
+
+def after_run(profile: str, rows: list[dict[str, Any]], *, root: Path | None = None) -> None:
+    """Hook at the end of :func:`qrlib.workbook.run_profile` (never fails the run)."""
+    root = Path(root or REPO_ROOT)
+    try:
+        t = timing_table(profile, root=root)
+        walls = dict(zip(t["notebook"], t["wall_s"])) if t is not None else {}
+        if profile in PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1":
+            ran = [r["notebook"] for r in rows if r.get("status") == "ok"]
+            for p in publish_notebooks(profile, root=root, names=ran, walls=walls):
+                print(f"[qrlib] published {p.relative_to(root)}", flush=True)
+        if profile == RESULTS_PROFILE and (root / "tables" / profile).exists():
+            from qrlib.results import write_results
+
+            path = write_results(profile, root=root)
+            print(f"[qrlib] wrote {path.relative_to(root)}", flush=True)
+    except Exception as exc:  # noqa: BLE001 - publishing must not lose an hour of results
+        print(f"[qrlib] publishing the {profile} run failed ({type(exc).__name__}: {exc}); "
+              f"the run itself is complete under runs/{profile}", flush=True)

@@ -1,0 +1,176 @@
+"""RESULTS.md is generated from the tables; every number in it is sourced; the README's
+time for `make reproduce` is the measured one; executed notebooks publish small."""
+from __future__ import annotations
+
+import base64
+import io
+import re
+import subprocess
+import sys
+
+import nbformat
+import pandas as pd
+import pytest
+
+from qrlib import publish, results
+from qrlib.workbook import REPO_ROOT, save_table
+
+PROFILE = "cpu"
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return results.render(PROFILE)
+
+
+def test_committed_results_md_is_what_the_generator_writes(rendered):
+    text, _ = rendered
+    committed = (REPO_ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert committed == text, ("RESULTS.md differs from `python -m qrlib results --profile cpu`; "
+                               "regenerate it instead of editing it")
+
+
+def test_every_number_in_results_md_is_found_in_the_tables_it_cites(rendered):
+    text, doc = rendered
+    committed = (REPO_ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    assert results.audit(committed, doc) == []
+    assert len(results.numbers_in(committed)) > 100   # the audit looked at real content
+    assert "Not available in this run" not in committed
+
+
+def test_audit_catches_a_typed_number(rendered):
+    text, doc = rendered
+    typed = text.replace("## Fusion of sub-query lists",
+                         "A typed claim: bm25s is 14.2x faster on NFCorpus.\n\n## Fusion of sub-query lists")
+    bad = results.audit(typed, doc)
+    assert len(bad) == 1 and "'14.2'" in bad[0]
+    # (a real value moved to the wrong cell is caught by the exact-equality test above)
+
+
+@pytest.mark.parametrize("snippet, expected", [
+    ("nDCG@10 0.32 and top-10 overlap 0.94", ["0.32", "0.94"]),
+    ("Table 4, Eq. 1-2, issue 10, notebooks 06-07, Qwen2.5-Coder-0.5B", []),
+    ("`02_speed.md` 13.6x; 81 % of groups", ["13.6", "81 %"]),
+    ("−0.16 → −0.14; 1,380 s", ["0.16", "0.14", "1,380"]),
+])
+def test_number_scanner_skips_names_and_references(snippet, expected):
+    assert [n.text for n in results.numbers_in(snippet)] == expected
+
+
+def test_readme_states_the_measured_reproduce_time():
+    """One stated time for `make reproduce`, within 10 % of the run's timings."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    total_min = pd.read_csv(REPO_ROOT / "tables" / PROFILE / "run_timings.csv")["wall_s"].sum() / 60
+    stated = [float(m) for m in re.findall(r"make reproduce[^\n]*?(\d+(?:\.\d+)?) min", readme)]
+    assert stated, "README names no time for `make reproduce`"
+    for s in stated:
+        assert abs(s - total_min) <= 0.1 * total_min, (s, total_min)
+    assert "30-40 min" not in readme and "about an hour" not in readme
+
+
+def test_results_cli_check_passes_on_the_committed_file():
+    proc = subprocess.run([sys.executable, "-m", "qrlib", "results", "--profile", PROFILE, "--check"],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    bad = subprocess.run([sys.executable, "-m", "qrlib", "results", "--profile", "nope"],
+                         capture_output=True, text=True, cwd=REPO_ROOT)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no tables" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- publish
+def _png(width: int, height: int) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(width / 100, height / 100), dpi=100)
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        ax.plot(rng.normal(size=200).cumsum(), label=f"line {i}")
+    ax.legend()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _executed_notebook():
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {"state": {"x": "y" * 1000}}
+    code = nbformat.v4.new_code_cell("plot()")
+    code.outputs = [
+        nbformat.v4.new_output("stream", name="stderr",
+                               text="".join(f"\rprogress {i}%" for i in range(101)) + "\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="".join(f"line {i}\n" for i in range(500))),
+        nbformat.v4.new_output("display_data", data={
+            "image/png": _png(2400, 1600), "application/pdf": "JVBERi0" * 5000,
+            "text/plain": "<Figure>"}),
+        nbformat.v4.new_output("display_data", data={
+            "application/vnd.jupyter.widget-view+json": {"model_id": "abc"}, "text/plain": "bar"}),
+    ]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), code]
+    return nb
+
+
+def test_strip_notebook_shrinks_figures_and_drops_heavy_outputs():
+    nb = _executed_notebook()
+    before = len(nbformat.writes(nb))
+    out = publish.strip_notebook(nb, max_png_width=800)
+    after = len(nbformat.writes(out))
+    assert after < before / 3
+    outs = out.cells[1].outputs
+    streams = [o for o in outs if o.output_type == "stream"]
+    assert streams[0].text == "progress 100%\n"                 # progress bar: final state only
+    assert "lines cut by qrlib.publish" in streams[1].text
+    img = [o for o in outs if "image/png" in o.get("data", {})][0]
+    assert "application/pdf" not in img.data
+    from PIL import Image
+
+    assert Image.open(io.BytesIO(base64.b64decode(img.data["image/png"]))).width == 800
+    assert "widgets" not in out.metadata
+    assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {}) for o in outs)
+
+
+def _fake_run(root, profile):
+    nbdir = root / "runs" / profile / "notebooks"
+    nbdir.mkdir(parents=True)
+    nbformat.write(_executed_notebook(), nbdir / "01_toy.ipynb")
+    pd.DataFrame([{"notebook": "01_toy", "status": "ok", "wall_s": 12.5, "peak_rss_mb": 300,
+                   "hash": "h", "finished": "2025-01-01T00:00:00"}]).to_csv(
+        root / "runs" / profile / "timings.csv", index=False)
+    save_table(pd.DataFrame({"a": [1]}), "01_toy", root / "tables" / profile)
+
+
+def test_after_run_publishes_the_cpu_profile_with_a_header_and_an_index(tmp_path, capsys):
+    _fake_run(tmp_path, "cpu")
+    publish.after_run("cpu", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
+    out = tmp_path / "notebooks" / "executed" / "cpu" / "01_toy.ipynb"
+    nb = nbformat.read(out, as_version=4)
+    head = nb.cells[0].source
+    assert "`cpu` profile" in head.replace("**", "") and "params/cpu.yaml" in head
+    assert nb.metadata["qrlib"]["profile"] == "cpu" and nb.metadata["qrlib"]["wall_s"] == 12.5
+    assert out.stat().st_size < 200_000
+    assert "01_toy" in (out.parent / "README.md").read_text()
+    timings = pd.read_csv(tmp_path / "tables" / "cpu" / "run_timings.csv")
+    assert list(timings["notebook"]) == ["01_toy"]
+    # RESULTS.md is written even from a partial set of tables (sections say what is missing)
+    assert "Not available in this run" in (tmp_path / "RESULTS.md").read_text()
+    # publishing twice keeps one header
+    publish.after_run("cpu", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
+    nb = nbformat.read(out, as_version=4)
+    assert sum(c.get("id") == publish.HEADER_ID for c in nb.cells) == 1
+
+
+def test_after_run_leaves_other_profiles_unpublished(tmp_path):
+    _fake_run(tmp_path, "smoke")
+    publish.after_run("smoke", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
+    assert not (tmp_path / "notebooks" / "executed").exists()
+    assert not (tmp_path / "RESULTS.md").exists()
+    assert (tmp_path / "tables" / "smoke" / "run_timings.csv").exists()
+
+
+def test_publishing_failure_never_fails_the_run(tmp_path, capsys):
+    publish.after_run("cpu", [{"notebook": "01_x", "status": "ok"}], root=tmp_path)
+    assert "publishing the cpu run failed" in capsys.readouterr().out
