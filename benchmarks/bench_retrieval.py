@@ -7,6 +7,13 @@ English stopwords, Snowball stemmer) with k1=1.2, b=0.75 and search the same que
 top 100. Throughput is queries / wall second of the batched search (best of ``--repeats``
 for bm25s, whose single pass takes milliseconds; one pass for rank_bm25). Acceptance for the
 workbook: bm25s at least 30x faster, nDCG@10 within 0.01, high top-10 overlap.
+
+Then, when the ``lucene`` extra is installed (Pyserini + a Java runtime), Lucene BM25
+(qrlib.lucene, Anserini's multi-threaded ``batch_search``, Pyserini's defaults k1=0.9, b=0.4,
+its own analyzer) against bm25s on ``--lucene-datasets`` (default SciFact and NFCorpus):
+queries per second after one untimed warm-up pass (JIT), the ratio Lucene / bm25s measured in
+this run, nDCG@10 of both and their top-10 overlap. Without the extra that part is skipped
+with the reason printed.
 """
 from __future__ import annotations
 
@@ -34,6 +41,50 @@ def timed_search(retriever: BM25Retriever, texts: list[str], k: int, repeats: in
     return out, best
 
 
+def lucene_vs_bm25s(args) -> dict:
+    """Lucene (Pyserini) batch search vs bm25s on the same queries; prints one line each."""
+    from qrlib import lucene
+
+    ok, why = lucene.lucene_available()
+    if not ok:
+        print(f"Lucene comparison skipped: {why}")
+        return {"skipped": why}
+    out = {}
+    for name in [d for d in args.lucene_datasets.split(",") if d]:
+        ds = load_dataset(name, args.split)
+        qids = list(ds.queries)
+        texts = [ds.queries[q] for q in qids]
+        row = {"docs": len(ds.corpus), "queries": len(qids), "threads": args.lucene_threads}
+        t0 = time.perf_counter()
+        bm = BM25Retriever(ds, engine="bm25s")
+        row["bm25s_build_s"] = round(time.perf_counter() - t0, 3)
+        run_b, secs_b = timed_search(bm, texts, args.k, args.repeats)
+        t0 = time.perf_counter()
+        lu = lucene.LuceneBM25Retriever(ds, threads=args.lucene_threads)
+        row["lucene_build_s"] = round(time.perf_counter() - t0, 3)
+        row["lucene_index_cached"] = lu.loaded_from_cache
+        t0 = time.perf_counter()
+        lu.search(texts, args.k)  # warm-up: the JVM compiles the hot paths on first use
+        row["lucene_warmup_s"] = round(time.perf_counter() - t0, 3)
+        run_l, secs_l = timed_search(lu, texts, args.k, args.repeats)
+        run_b, run_l = dict(zip(qids, run_b)), dict(zip(qids, run_l))
+        row["bm25s_queries_per_s"] = round(len(qids) / secs_b, 1)
+        row["lucene_queries_per_s"] = round(len(qids) / secs_l, 1)
+        row["lucene_over_bm25s"] = round(secs_b / secs_l, 3)
+        for key, run in (("bm25s", run_b), ("lucene", run_l)):
+            row[f"{key}_nDCG@10"] = round(float(evaluate(run, ds.qrels, ["nDCG@10"])["nDCG@10"][0]), 4)
+        ov = [len({d for d, _ in run_b[q][:10]} & {d for d, _ in run_l[q][:10]})
+              / max(1, min(10, len(run_l[q]), len(run_b[q]) or 10)) for q in qids]
+        row["mean_top10_overlap"] = round(float(np.mean(ov)), 4)
+        lu.close()
+        out[name] = row
+        print(f"{name:10s} Lucene ({args.lucene_threads} threads) {row['lucene_queries_per_s']:9.1f} q/s "
+              f"vs bm25s {row['bm25s_queries_per_s']:9.1f} q/s -> Lucene/bm25s "
+              f"{row['lucene_over_bm25s']:.3f}x; nDCG@10 Lucene {row['lucene_nDCG@10']:.4f} "
+              f"bm25s {row['bm25s_nDCG@10']:.4f}; top-10 overlap {row['mean_top10_overlap']:.3f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="scifact")
@@ -41,6 +92,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--lucene-datasets", default="scifact,nfcorpus")
+    ap.add_argument("--lucene-threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--no-lucene", action="store_true", help="skip the Lucene comparison")
     args = ap.parse_args(argv)
 
     ds = load_dataset(args.dataset, args.split)
@@ -67,6 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
     res["mean_top10_overlap"] = round(float(np.mean(ov)), 4)
     res["accept_speedup_ge_30x"] = res["speedup"] >= 30
     res["accept_ndcg_within_0.01"] = abs(res["ndcg10_diff"]) <= 0.01
+    if not args.no_lucene:
+        res["lucene"] = lucene_vs_bm25s(args)
     if args.json:
         print(json.dumps(res, indent=2))
     else:
