@@ -47,10 +47,11 @@ SUBQUERY_SEP = "%%"
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _ANS_OPEN, _ANS_CLOSE = "<answer>", "</answer>"
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
-_FENCE_RE = re.compile(r"^\s*```(?:json|JSON)?\s*(.*?)\s*```\s*$", re.S)
-# a "query": "..." fragment with JSON string escapes, for lenient recovery
-_QUERY_FRAG_RE = re.compile(r'"query"\s*:\s*"((?:[^"\\]|\\.)*)"?', re.S)
+_FENCE = "```"
+# Every scanner below runs in time linear in the text: tags and fences are found with
+# str.find/str.strip (no regex with nested or adjacent quantifiers over the same
+# characters, which backtrack polynomially on an unclosed fence followed by whitespace or
+# on thousands of unclosed tags). This one regex has a single quantifier between literals.
 _STRATEGY_FRAG_RE = re.compile(r'"strategy"\s*:\s*"?(\d+)')
 
 
@@ -122,8 +123,65 @@ def _clean_query(q: Any) -> str | None:
 
 
 def _strip_fence(s: str) -> str:
-    m = _FENCE_RE.match(s)
-    return m.group(1) if m else s.strip()
+    """Content of a Markdown code fence around the whole text (```json ... ```), else the
+    stripped text. The closing fence is the last ``` with only whitespace after it."""
+    t = s.strip()
+    if len(t) >= 2 * len(_FENCE) and t.startswith(_FENCE) and t.endswith(_FENCE):
+        inner = t[len(_FENCE):-len(_FENCE)]
+        if inner.startswith(("json", "JSON")):
+            inner = inner[4:]
+        return inner.strip()
+    return t
+
+
+def _answer_blocks(text: str) -> list[tuple[int, int, str]]:
+    """Non-overlapping ``<answer>...</answer>`` blocks, left to right: (start, end, content).
+
+    Each block closes at the first ``</answer>`` after its opening tag (what the non-greedy
+    regex ``<answer>(.*?)</answer>`` finds), in one pass over the text.
+    """
+    out = []
+    pos = 0
+    while True:
+        i = text.find(_ANS_OPEN, pos)
+        if i < 0:
+            break
+        j = text.find(_ANS_CLOSE, i + len(_ANS_OPEN))
+        if j < 0:  # no closing tag after this opening: none after any later one either
+            break
+        out.append((i, j + len(_ANS_CLOSE), text[i + len(_ANS_OPEN):j]))
+        pos = j + len(_ANS_CLOSE)
+    return out
+
+
+def _think_content(text: str) -> str | None:
+    """Stripped content of the first complete ``<think>...</think>`` block, else None."""
+    i = text.find(_THINK_OPEN)
+    if i < 0:
+        return None
+    j = text.find(_THINK_CLOSE, i + len(_THINK_OPEN))
+    return None if j < 0 else text[i + len(_THINK_OPEN):j].strip()
+
+
+def _drop_think(text: str, unclosed_to_end: bool = False) -> str:
+    """``text`` without its complete ``<think>...</think>`` blocks; with
+    ``unclosed_to_end`` an unclosed ``<think>`` also drops everything after it."""
+    parts = []
+    pos = 0
+    while True:
+        i = text.find(_THINK_OPEN, pos)
+        if i < 0:
+            break
+        j = text.find(_THINK_CLOSE, i + len(_THINK_OPEN))
+        if j < 0:
+            if unclosed_to_end:
+                parts.append(text[pos:i])
+                pos = len(text)
+            break
+        parts.append(text[pos:i])
+        pos = j + len(_THINK_CLOSE)
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def _load_json_object(s: str) -> tuple[dict | None, str | None]:
@@ -156,11 +214,37 @@ def _find_json_object(s: str) -> dict | None:
     return None
 
 
+def _query_fragment(s: str) -> str | None:
+    """Raw string content after the first ``"query" : "`` (JSON escapes kept), up to the
+    closing quote or the end of the text; None when there is no such fragment."""
+    key = '"query"'
+    pos = s.find(key)
+    n = len(s)
+    while pos >= 0:
+        i = pos + len(key)
+        while i < n and s[i].isspace():
+            i += 1
+        if i < n and s[i] == ":":
+            i += 1
+            while i < n and s[i].isspace():
+                i += 1
+            if i < n and s[i] == '"':
+                start = j = i + 1
+                while j < n and s[j] != '"':
+                    if s[j] == "\\":
+                        if j + 1 == n:  # a lone backslash at the end escapes nothing
+                            break
+                        j += 1
+                    j += 1
+                return s[start:j]
+        pos = s.find(key, pos + 1)
+    return None
+
+
 def _recover_query_fragment(s: str) -> str | None:
-    m = _QUERY_FRAG_RE.search(s)
-    if not m:
+    raw = _query_fragment(s)
+    if raw is None:
         return None
-    raw = m.group(1)
     try:
         return json.loads(f'"{raw}"')
     except ValueError:
@@ -209,13 +293,11 @@ def _tag_structure(text: str, think: bool) -> str | None:
     return None
 
 
-def _outside_chars(text: str) -> int:
+def _outside_chars(text: str, blocks: list[tuple[int, int, str]] | None = None) -> int:
     """Non-space characters outside the last <answer> block and any think block."""
-    m = None
-    for m in _ANSWER_RE.finditer(text):
-        pass
-    rest = text if m is None else text[:m.start()] + text[m.end():]
-    rest = re.sub(r"<think>.*?</think>", "", rest, flags=re.S)
+    blocks = _answer_blocks(text) if blocks is None else blocks
+    rest = text if not blocks else text[:blocks[-1][0]] + text[blocks[-1][1]:]
+    rest = _drop_think(rest)
     return sum(1 for c in rest if not c.isspace())
 
 
@@ -224,10 +306,10 @@ def _parse_deepretrieval(text: str, lenient: bool, think: bool, think_prefilled:
                          fmt: str, max_sub: int) -> ParseResult:
     if think and think_prefilled and not text.lstrip().startswith(_THINK_OPEN):
         text = _THINK_OPEN + text
-    answers = _ANSWER_RE.findall(text)
-    think_m = re.search(r"<think>(.*?)</think>", text, re.S)
-    think_txt = think_m.group(1).strip() if think_m else None
-    n_out = _outside_chars(text)
+    blocks = _answer_blocks(text)
+    answers = [b[2] for b in blocks]
+    think_txt = _think_content(text)
+    n_out = _outside_chars(text, blocks)
     # best-effort query for lenient mode
     def recover() -> list[str]:
         src = answers[-1] if answers else text.split(_ANS_OPEN)[-1] if _ANS_OPEN in text else text
@@ -298,11 +380,11 @@ def _parse_acqo(text: str, lenient: bool, max_sub: int) -> ParseResult:
 
 def _parse_sage(text: str, lenient: bool, n_strategies: int = 5) -> ParseResult:
     fmt = "sage"
-    answers = _ANSWER_RE.findall(text)
-    think_m = re.search(r"<think>(.*?)</think>", text, re.S)
-    think_txt = think_m.group(1).strip() if think_m else None
-    n_out = _outside_chars(text) if answers else 0
-    body = answers[-1] if answers else re.sub(r"<think>.*?</think>", "", text, flags=re.S)
+    blocks = _answer_blocks(text)
+    answers = [b[2] for b in blocks]
+    think_txt = _think_content(text)
+    n_out = _outside_chars(text, blocks) if answers else 0
+    body = answers[-1] if answers else _drop_think(text)
 
     def recover() -> tuple[list[str], int | None]:
         obj = _find_json_object(body) or _find_json_object(text)
@@ -353,11 +435,11 @@ def _parse_sage(text: str, lenient: bool, n_strategies: int = 5) -> ParseResult:
 
 def _parse_plain(text: str, lenient: bool) -> ParseResult:
     fmt = "plain"
-    answers = _ANSWER_RE.findall(text)
-    think_m = re.search(r"<think>(.*?)</think>", text, re.S)
-    think_txt = think_m.group(1).strip() if think_m else None
+    blocks = _answer_blocks(text)
+    answers = [b[2] for b in blocks]
+    think_txt = _think_content(text)
     if answers:
-        n_out = _outside_chars(text)
+        n_out = _outside_chars(text, blocks)
         q = _clean_query(answers[-1])
         if q and len(answers) == 1:
             q = q.strip('"').strip() or None
@@ -373,7 +455,7 @@ def _parse_plain(text: str, lenient: bool) -> ParseResult:
         n_out = sum(1 for c in text if not c.isspace()) - (len(q.replace(" ", "")) if q else 0)
         return _fail(fmt, "unbalanced <answer> tags", lenient,
                      [q[:MAX_QUERY_CHARS]] if q else None, think=think_txt, n_outside=n_out)
-    body = re.sub(r"<think>.*?(</think>|$)", "", text, flags=re.S)
+    body = _drop_think(text, unclosed_to_end=True)
     q = _clean_query(body)
     if not q:
         return ParseResult(ok=False, error="empty completion", fmt=fmt, think=think_txt)

@@ -218,3 +218,68 @@ def test_ten_thousand_random_and_adversarial_completions():
         assert len(r.queries) <= (3 if fmt == "acqo" else 1)
         assert all(q.strip() == q and q for q in r.queries)
     assert 0 < n_ok < 10_000
+
+
+# ----------------------------------------------------------------- linear time
+_WORST_CASE_SCRIPT = r'''
+import json, sys, time
+from qrlib.parsing import FORMATS, MAX_CHARS, parse_completion
+n = MAX_CHARS
+inputs = {
+    "unclosed fence + spaces": "```" + " " * (n - 4) + "x",
+    "unclosed fence + newlines": "```json" + "\n" * (n - 8) + "x",
+    "fence, object, then spaces and two backticks": '```json\n{"query": "x"}' + " " * (n - 30) + "``",
+    "fence + alternating whitespace": "```json {" + " \n" * ((n - 10) // 2) + "x",
+    "repeated <answer>": "<answer>" * (n // 8),
+    "repeated <answer> + spaces": ("<answer>" + " " * 8) * (n // 16),
+    "repeated <think>": "<think>" * (n // 7),
+    "<think><answer>{ repeated": "<think><answer>{" * (n // 16),
+    "answer pairs": "<answer>x</answer>" * (n // 18),
+    "nested braces": "{" * n,
+    "nested brackets": "[" * n,
+    "repeated query key": '{"query": "' * (n // 11),
+    "query key + spaces": ('"query"' + " " * 20) * (n // 27),
+    "query key, colon + spaces": ('"query":' + " " * 20) * (n // 28),
+    "strategy key + spaces": ('"strategy":' + " " * 20) * (n // 31),
+    "many %% separators": '{"query": "' + "%%" * ((n - 13) // 2) + '"}',
+    "backticks": "`" * n,
+    "fences + spaces": "``` " * (n // 4),
+    "backslashes": '{"query": "' + "\\" * (n - 12),
+    "over the cap (lenient truncates)": "```" + " " * (2 * n),
+}
+worst = (0.0, "")
+for name, text in inputs.items():
+    for fmt in FORMATS:
+        for lenient in (False, True):
+            t = time.perf_counter()
+            parse_completion(text, fmt, lenient=lenient)
+            dt = time.perf_counter() - t
+            worst = max(worst, (dt, f"{name} / {fmt} / lenient={lenient}"))
+print(json.dumps({"seconds": worst[0], "case": worst[1]}))
+'''
+
+
+def test_worst_inputs_at_the_length_cap_parse_in_linear_time():
+    """Hostile completions at MAX_CHARS (32,768 characters): an unclosed JSON fence followed by
+    whitespace took hours with the old fence regex (cubic backtracking), repeated <answer> or
+    <think> tags seconds (quadratic). Each parse must now take well under a second."""
+    import subprocess
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, "-c", _WORST_CASE_SCRIPT], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+    except subprocess.TimeoutExpired:
+        pytest.fail("parsing the worst-case inputs took over 60 s (super-linear parser)")
+    worst = json.loads(out.strip().splitlines()[-1])
+    assert worst["seconds"] < 0.5, worst
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("```json\n{\"query\": \"q\"}\n```", ["q"]),
+    ("  ```JSON {\"query\": \"q\"} ```  \n", ["q"]),
+    ("``` {\"query\": \"a``` b\"} ```", ["a``` b"]),
+    ("```json{\"query\": \"q\"}``` ```", []),  # text after the closing fence: not a fence
+])
+def test_fence_rules_unchanged(text, expected):
+    assert parse_completion(text, "acqo").queries == expected
