@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.errors import QrlibError
+from qrlib.sql import query_rows
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -514,14 +515,8 @@ class SpiderData:
         return "\n".join(parts)
 
     def execute(self, db_id: str, sql: str, timeout: float = 5.0) -> list[tuple]:
-        """Run ``sql`` read-only on ``db_id``; raises sqlite3.Error on bad SQL."""
-        path = self.db_paths[db_id]
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
-        con.text_factory = lambda b: b.decode("utf-8", errors="replace")
-        try:
-            return con.execute(sql).fetchall()
-        finally:
-            con.close()
+        """Run ``sql`` on ``db_id`` in :mod:`qrlib.sql`'s sandbox; QrlibError on bad SQL."""
+        return query_rows(self.db_paths[db_id], sql, timeout_s=timeout)
 
 
 def _spider_schemas(tables: list[dict]) -> dict[str, dict]:
