@@ -13,8 +13,9 @@ Per call it
 3. runs ALL texts of the batch through the retriever in ONE batched ``search`` call
    (duplicates searched once);
 4. fuses the sub-query lists of each rollout (RSF by default, ACQO Eq. 1-2);
-5. scores every rollout with a registered reward (:mod:`qrlib.rewards`), group-level
-   rewards (SAGE SCS/CRS, RL-QR) seeing their whole group;
+5. runs the reward's declared pre-step, if any (SQL execution for ``deepretrieval_sql``),
+   and scores every rollout with the registered reward (:mod:`qrlib.rewards`),
+   group-level rewards (SAGE SCS/CRS, RL-QR) seeing their whole group;
 6. appends one record per rollout to ``env.records`` (qid, queries, gold ranks, reward
    parts, format status).
 
@@ -24,13 +25,15 @@ batch is not a multiple of ``num_generations``. So by default (``group_by="qid"`
 is *all rollouts of this call with the same qid*, wherever they sit; ``group_by=
 "consecutive"`` with ``num_generations=G`` instead chunks the batch into runs of G. Keep
 the per-device batch a multiple of G when using group-level rewards.
+
+Nothing here depends on a reward's name: each :class:`qrlib.rewards.RewardSpec` declares
+its retrieval depth, the dataset columns it reads (missing ones are a one-line error
+naming them) and its pre-step.
 """
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from qrlib import fusion as _fusion
@@ -39,43 +42,6 @@ from qrlib.errors import QrlibError
 from qrlib.parsing import ParseResult, completion_text, parse_completion
 
 MODES = ("rewrite", "expand")
-
-
-# --------------------------------------------------------------------------- SQL helper
-def execute_sql(db_path: str | Path, sql: str, *, timeout_s: float = 2.0,
-                max_rows: int = 10_000) -> tuple[list[tuple] | None, str | None]:
-    """Run one SQL statement on a SQLite file opened read-only; (rows, error).
-
-    Never raises for a bad query: syntax errors, missing tables, several statements,
-    writes (refused by the read-only connection) and queries running past ``timeout_s``
-    come back as ``(None, "<reason>")``. More than ``max_rows`` rows is an error too.
-    """
-    path = Path(db_path)
-    if not path.is_file():
-        return None, f"database not found: {path}"
-    if not isinstance(sql, str) or not sql.strip():
-        return None, "empty SQL"
-    try:
-        con = sqlite3.connect(f"file:{path.as_posix()}?mode=ro", uri=True, timeout=timeout_s)
-    except sqlite3.Error as exc:
-        return None, f"cannot open database: {exc}"
-    con.text_factory = lambda b: b.decode("utf-8", errors="replace")
-    deadline = time.monotonic() + timeout_s
-    con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
-    try:
-        con.execute("PRAGMA query_only = ON")
-        cur = con.execute(sql)
-        rows = cur.fetchmany(max_rows + 1)
-        if len(rows) > max_rows:
-            return None, f"more than {max_rows} rows"
-        return [tuple(r) for r in rows], None
-    except sqlite3.OperationalError as exc:
-        msg = str(exc)
-        return None, "timeout" if "interrupted" in msg else f"sql error: {msg}"
-    except (sqlite3.Error, ValueError, OverflowError) as exc:
-        return None, f"sql error: {type(exc).__name__}: {exc}"
-    finally:
-        con.close()
 
 
 # --------------------------------------------------------------------------- environment
@@ -88,7 +54,8 @@ class RewardEnv:
         (``None`` only for rewards that need no retrieval, e.g. ``deepretrieval_sql``).
     qrels: ``{qid: {doc_id: grade}}``.
     reward: a name from :data:`qrlib.rewards.REWARDS`; ``**reward_params`` bind its
-        parameters (unknown names are errors).
+        parameters (unknown names are errors); ``preset`` starts from one of its named
+        parameter sets (``"paper"``, ``"released"``, ...).
     fmt: completion format (``deepretrieval``, ``deepretrieval-nothink``, ``acqo``,
         ``sage``, ``plain``).
     queries: ``{qid: original query}``; used for ``mode="expand"`` and the copy penalty
@@ -97,15 +64,16 @@ class RewardEnv:
         ``original + " " + model text``).
     k: metric depth; sets the reward's ``k`` parameter when it has one, and the depth of
         the nDCG logged in each record (10 when not given).
-    depth: retrieval depth (default: the reward's k, at least ``k``; 100 for ACQO
-        rewards, whose Phi reaches rank 100; 3000 for ``deepretrieval_answer_rank``, whose
-        last tier is rank 3000 in DeepRetrieval Table 8).
+    depth: retrieval depth (default: the depth the reward declares for its parameters,
+        e.g. its k, 3000 for DeepRetrieval's answer-rank tiers; at least ``k``).
     fusion: how sub-query lists are fused (``rsf``, ``rrf``, ``combsum``, ``combmnz``).
     lenient: lenient parsing (queries recovered from malformed output are searched; the
         format flag stays False so format-gated rewards still penalise).
     copy_penalty: SAGE Eq. 3 penalty p; passed as ``p`` to SAGE rewards, applied after
         any other reward (subtract p when the rewrite equals the original query).
     group_by / num_generations: how group-level rewards find their group.
+    sql_timeout_s: time limit of every SQL query a reward's pre-step runs
+        (:func:`qrlib.sql.execute_sql`).
     name: the ``__name__`` TRL logs (default ``reward``).
     """
 
@@ -118,7 +86,7 @@ class RewardEnv:
                  group_by: str = "qid", num_generations: int | None = None,
                  sql_timeout_s: float = 2.0, keep_records: bool = True,
                  max_records: int = 200_000, name: str | None = None,
-                 **reward_params: Any) -> None:
+                 preset: str | None = None, **reward_params: Any) -> None:
         if mode not in MODES:
             raise QrlibError(f"mode must be one of {list(MODES)}, got {mode!r}")
         if fusion not in _fusion.FUSIONS:
@@ -141,7 +109,7 @@ class RewardEnv:
             self._post_copy = False
         else:
             self._post_copy = copy_penalty is not None
-        self.reward = _rewards.make_reward(reward, **params)
+        self.reward = _rewards.make_reward(reward, preset, **params)
         if spec.needs_retrieval and retriever is None:
             raise QrlibError(f"reward {reward!r} needs a retriever")
         self.retriever = retriever
@@ -151,10 +119,7 @@ class RewardEnv:
         self.queries = dict(queries or {})
         self.mode = mode
         self.k = int(k if k is not None else 10)   # depth of the nDCG logged in records
-        self.depth = int(depth if depth is not None else max(
-            self.k, int(self.reward.params.get("k", self.k)),
-            100 if reward.startswith("acqo") else 0,
-            _rewards.ANSWER_RANK_TIERS[-1][0] if reward == "deepretrieval_answer_rank" else 0))
+        self.depth = int(depth if depth is not None else max(self.k, self.reward.depth or 0))
         self.fusion = fusion
         self.lenient = lenient
         self.think_prefilled = think_prefilled
@@ -162,13 +127,13 @@ class RewardEnv:
         self.group_by = group_by
         self.num_generations = num_generations
         self.sql_timeout_s = sql_timeout_s
+        self.hook_state: dict[str, Any] = {"sql_timeout_s": sql_timeout_s}
         self.keep_records = keep_records
         self.max_records = max_records
         self.records: list[dict[str, Any]] = []
         self.__name__ = name or reward
         self.n_calls = 0
         self.search_time_s = 0.0
-        self._gold_cache: dict[tuple[str, str], list[tuple] | None] = {}
 
     def __repr__(self) -> str:
         return (f"RewardEnv(reward={self.reward.name!r}, fmt={self.fmt!r}, mode={self.mode!r}, "
@@ -219,10 +184,21 @@ class RewardEnv:
         qids = [str(q) for q in qids]
         originals = list(originals) if originals is not None else \
             [self.queries.get(q, "") for q in qids]
+        spec = self.reward.spec
         missing = sorted({q for q in qids if q not in self.qrels})
-        if missing and self.reward.spec.needs_retrieval:
+        if missing and spec.needs_retrieval:
             raise QrlibError(f"qid(s) {missing[:5]} have no qrels; pass qrels covering "
                              "every training query")
+        have = {c for c, v in columns.items() if v is not None}
+        lacking = spec.missing_columns(have)
+        if lacking:
+            raise QrlibError(f"reward {spec.name!r} needs dataset column(s) "
+                             f"{', '.join(lacking)}; the batch has: {', '.join(sorted(have))}")
+        wanted = [c for c in spec.column_names() if c in have]
+        for c in wanted:
+            if len(columns[c]) != len(completions):
+                raise QrlibError(f"column {c!r} has {len(columns[c])} values for "
+                                 f"{len(completions)} completions")
         parsed: list[ParseResult] = []
         raw_texts: list[str] = []
         for c in completions:
@@ -247,10 +223,6 @@ class RewardEnv:
             sub_lists = [[list(by_text[t]) for t in ts] for ts in texts]
         fused = [_fusion.fuse(s, self.fusion, top=self.depth) if s else [] for s in sub_lists]
 
-        extras = [dict() for _ in parsed]
-        if self.reward.name == "deepretrieval_sql":
-            self._run_sql(parsed, extras, columns)
-
         obs = []
         for i, p in enumerate(parsed):
             t = raw_texts[i]
@@ -259,7 +231,10 @@ class RewardEnv:
                 format_ok=p.ok, sub_ranked=sub_lists[i], queries=texts[i],
                 original_query=originals[i], strategy=p.strategy,
                 tagged="<answer>" in t and "</answer>" in t, n_outside=p.n_outside,
-                n_chars=sum(1 for ch in t if not ch.isspace()), extras=extras[i]))
+                n_chars=sum(1 for ch in t if not ch.isspace()),
+                generated=list(p.queries), row={c: columns[c][i] for c in wanted}))
+        if spec.prepare is not None:
+            spec.prepare(obs, self.hook_state)
 
         parts: list[dict[str, float]] = [dict() for _ in obs]
         for idx in self._groups(qids):
@@ -280,28 +255,6 @@ class RewardEnv:
             self._record(qids, parsed, texts, obs, parts, out)
         return out
 
-    def _run_sql(self, parsed: list[ParseResult], extras: list[dict],
-                 columns: Mapping[str, Any]) -> None:
-        dbs = columns.get("db_path")
-        if dbs is None:
-            raise QrlibError("deepretrieval_sql needs a 'db_path' column")
-        gold_sql = columns.get("gold_sql")
-        gold_rows = columns.get("gold_rows")
-        if gold_sql is None and gold_rows is None:
-            raise QrlibError("deepretrieval_sql needs a 'gold_sql' or 'gold_rows' column")
-        for i, p in enumerate(parsed):
-            if gold_rows is not None:
-                gold = gold_rows[i]
-            else:
-                key = (str(dbs[i]), str(gold_sql[i]))
-                if key not in self._gold_cache:
-                    self._gold_cache[key] = execute_sql(dbs[i], gold_sql[i],
-                                                        timeout_s=self.sql_timeout_s)[0]
-                gold = self._gold_cache[key]
-            rows, err = (execute_sql(dbs[i], p.queries[0], timeout_s=self.sql_timeout_s)
-                         if p.queries else (None, "no SQL"))
-            extras[i].update(pred_rows=rows, gold_rows=gold, sql_error=err)
-
     def _record(self, qids, parsed, texts, obs, parts, out) -> None:
         for i, p in enumerate(parsed):
             ranks = _rewards.gold_ranks(obs[i].ranked, obs[i].qrels)
@@ -313,8 +266,9 @@ class RewardEnv:
                    if obs[i].ranked else 0.0,
                    "reward": out[i]}
             rec.update({f"part_{k}": v for k, v in parts[i].items() if k != "reward"})
-            if "sql_error" in obs[i].extras:
-                rec["sql_error"] = obs[i].extras["sql_error"]
+            for key in self.reward.spec.record:
+                if key in obs[i].extras:
+                    rec[key] = obs[i].extras[key]
             self.records.append(rec)
         if len(self.records) > self.max_records:
             del self.records[: len(self.records) - self.max_records]

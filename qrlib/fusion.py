@@ -6,9 +6,15 @@ best first, cut to ``top`` when given. Pure functions; no retrieval here.
 
 * :func:`rrf`  Reciprocal Rank Fusion (Cormack et al., 2009): sum_j 1/(k + r_j).
 * :func:`rsf`  Rank-Score Fusion (ACQO Sec. 3.3, Eq. 1-2): P(p) = 1 / sum_j 1/r_j over the
-  lists that contain p, S(p) = max_j s_j; sort by (P ascending, S descending).
+  lists that contain p, S(p) = max_j s_j; sort by (P ascending, S descending). P is
+  compared exactly (integers over a common denominator), so documents whose P values are
+  equal as fractions (ranks 2 and 12 vs 3 and 4: both 12/7) are ordered by S as Eq. 2
+  says, never by floating-point rounding.
 * :func:`combsum` / :func:`combmnz`  (Fox & Shaw, 1994) with optional per-list score
   normalisation (``none``, ``minmax``, ``max``, ``sum``, ``zmuv``).
+
+Duplicates: a document repeated inside one list counts once, at its first position, and
+the later documents move up (as :func:`qrlib.metrics.evaluate` and trec_eval read a run).
 
 Ties and metric tools: ir-measures / trec_eval re-sort a run by score and break ties by
 doc id, which would undo RSF's tie-breaking (RSF's own key is the pair (P, -S), not one
@@ -18,7 +24,8 @@ fused list to :mod:`qrlib.metrics`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from qrlib.errors import QrlibError
@@ -31,6 +38,34 @@ NORMS = ("none", "minmax", "max", "sum", "zmuv")
 def _check(lists: Sequence[Ranked]) -> None:
     if isinstance(lists, (str, bytes)) or not isinstance(lists, Sequence):
         raise QrlibError("fusion expects a list of ranked lists [[(doc_id, score), ...], ...]")
+
+
+def unique_ranked(lst: Ranked) -> Iterator[tuple[int, str, Any]]:
+    """``(rank, doc, score)`` of the first occurrence of each document, ranks 1-based and
+    consecutive (a repeated document is dropped and the later ones move up)."""
+    seen: set[str] = set()
+    r = 0
+    for d, s in lst:
+        if d in seen:
+            continue
+        seen.add(d)
+        r += 1
+        yield r, d, s
+
+
+_INV_TABLES: dict[int, tuple[int, list[int]]] = {}
+
+
+def inverse_rank_table(n: int) -> tuple[int, list[int]]:
+    """``(L, [L // r for r in 0..N])`` with L = lcm(1..N), N >= n a power of two (``[0]``
+    is 0): sum_j 1/r_j equals ``sum_j table[r_j] / L`` exactly, in integers."""
+    size = 1 << max(int(n) - 1, 1).bit_length()
+    got = _INV_TABLES.get(size)
+    if got is None:
+        lcm = math.lcm(*range(1, size + 1))
+        got = (lcm, [0] + [lcm // r for r in range(1, size + 1)])
+        _INV_TABLES[size] = got
+    return got
 
 
 def _finish(items: list[tuple[Any, str, float]], top: int | None) -> Fused:
@@ -51,35 +86,54 @@ def rrf(lists: Sequence[Ranked], k: float = 60, top: int | None = None) -> Fused
     score: dict[str, float] = {}
     first: dict[str, tuple[int, int]] = {}
     for j, lst in enumerate(lists):
-        for r, (d, _) in enumerate(lst, start=1):
+        for r, d, _ in unique_ranked(lst):
             score[d] = score.get(d, 0.0) + 1.0 / (k + r)
             if d not in first or (r, j) < first[d]:
                 first[d] = (r, j)
     return _finish([((-s, first[d]), d, s) for d, s in score.items()], top)
 
 
-def rsf_keys(lists: Sequence[Ranked]) -> dict[str, tuple[float, float]]:
-    """ACQO Eq. 1: doc -> (P(p), S(p)) with P = 1/sum_j(1/r_j), S = max_j s_j."""
+def _rsf_sums(lists: Sequence[Ranked]) -> tuple[int, dict[str, int], dict[str, float]]:
+    """L, doc -> L * sum_j 1/r_j (an exact integer), doc -> max_j s_j."""
     _check(lists)
-    inv: dict[str, float] = {}
+    lcm, table = inverse_rank_table(max((len(lst) for lst in lists), default=1))
+    num: dict[str, int] = {}
     best: dict[str, float] = {}
     for lst in lists:
-        for r, (d, s) in enumerate(lst, start=1):
-            inv[d] = inv.get(d, 0.0) + 1.0 / r
+        seen: set[str] = set()
+        r = 0
+        for d, s in lst:
+            if d in seen:            # a repeated document counts once, at its first rank
+                continue
+            seen.add(d)
+            r += 1
             s = float(s)
-            if d not in best or s > best[d]:
+            if d in num:
+                num[d] += table[r]
+                if s > best[d]:
+                    best[d] = s
+            else:
+                num[d] = table[r]
                 best[d] = s
-    return {d: (1.0 / v, best[d]) for d, v in inv.items()}
+    return lcm, num, best
+
+
+def rsf_keys(lists: Sequence[Ranked]) -> dict[str, tuple[Fraction, float]]:
+    """ACQO Eq. 1: doc -> (P(p), S(p)) with P = 1/sum_j(1/r_j) as an exact Fraction and
+    S = max_j s_j."""
+    lcm, num, best = _rsf_sums(lists)
+    return {d: (Fraction(lcm, v), best[d]) for d, v in num.items()}
 
 
 def rsf(lists: Sequence[Ranked], top: int | None = None) -> Fused:
     """Rank-Score Fusion (ACQO Eq. 1-2).
 
-    Sorted by (P(p) ascending, S(p) descending, doc_id); the returned score is
-    ``1 / P(p) = sum_j 1/r_j`` (higher is better; equal for RSF ties, which S resolves).
+    Sorted by (P(p) ascending, S(p) descending, doc_id), P compared exactly; the returned
+    score is ``1 / P(p) = sum_j 1/r_j`` as the nearest float (higher is better; equal for
+    RSF ties, which S resolves).
     """
-    keys = rsf_keys(lists)
-    return _finish([((p, -s, d), d, 1.0 / p) for d, (p, s) in keys.items()], top)
+    lcm, num, best = _rsf_sums(lists)
+    return _finish([((-v, -best[d], d), d, v / lcm) for d, v in num.items()], top)
 
 
 def normalise(lst: Ranked, norm: str = "minmax") -> list[tuple[str, float]]:
@@ -110,7 +164,7 @@ def _comb(lists: Sequence[Ranked], norm: str, mnz: bool, top: int | None) -> Fus
     count: dict[str, int] = {}
     first: dict[str, tuple[int, int]] = {}
     for j, lst in enumerate(lists):
-        for r, (d, s) in enumerate(normalise(lst, norm), start=1):
+        for r, d, s in unique_ranked(normalise(lst, norm)):
             score[d] = score.get(d, 0.0) + s
             count[d] = count.get(d, 0) + 1
             if d not in first or (r, j) < first[d]:
@@ -148,7 +202,7 @@ def fuse(lists: Sequence[Ranked], method: str = "rsf", top: int | None = None,
     if method not in FUSIONS:
         raise QrlibError(f"unknown fusion method {method!r}; accepted: {sorted(FUSIONS)}")
     if len(lists) == 1:
-        out = [(d, float(s)) for d, s in lists[0]]
+        out = [(d, float(s)) for _, d, s in unique_ranked(lists[0])]
         return out[:top] if top is not None else out
     return FUSIONS[method](lists, top=top, **params)
 
@@ -163,7 +217,10 @@ def to_run(fused: Ranked) -> dict[str, float]:
     """doc -> strictly decreasing score (len - position) that preserves the list order,
     so metric tools that re-sort by score cannot reorder ties."""
     n = len(fused)
-    return {d: float(n - i) for i, (d, _) in enumerate(fused)}
+    out: dict[str, float] = {}
+    for i, (d, _) in enumerate(fused):
+        out.setdefault(d, float(n - i))       # a repeated document keeps its first rank
+    return out
 
 
 def fuse_runs(runs: Sequence[Mapping[str, Ranked]], method: str = "rsf",

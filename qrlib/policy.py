@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from qrlib.errors import QrlibError
+from qrlib.rewards import same_query
 from qrlib.workbook import atomic_path, cache_dir
 
 __all__ = ["OFFLINE_MODELS", "OfflineModel", "load_policy", "generate", "gguf_path",
@@ -304,7 +305,7 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
             search = (f"{orig} {rw}".strip() if mode == "expand" else rw) if rw else orig
             rows.append({"qid": q, "query": orig, "completion": out, "format_ok": strict.ok,
                          "rewrite": rw, "search_text": search,
-                         "modified": bool(rw) and rw.strip().lower() != orig.strip().lower(),
+                         "modified": bool(rw) and not same_query(rw, orig),
                          "gen_tokens": len(tokenizer(out, add_special_tokens=False)["input_ids"]),
                          "gen_seconds": per})
     return pd.DataFrame(rows)

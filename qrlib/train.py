@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from qrlib.errors import QrlibError
 from qrlib.prompts import render_prompt
+from qrlib.rewards import same_query
 
 __all__ = ["TrainConfig", "ALGORITHMS", "train", "build_prompts", "StepLogger",
            "TimedReward", "last_checkpoint", "load_config", "load_rows", "resolve_dtype",
@@ -252,7 +253,7 @@ class TimedReward:
         originals = columns.get("query") or [None] * len(texts)
         rw = [p.queries[0] if p.queries else None for p in loose]
         agg["modified"] = (sum(1 for r, o in zip(rw, originals) if r is not None and o is not None
-                               and r.strip().lower() != str(o).strip().lower())
+                               and not same_query(r, str(o)))
                            / max(sum(r is not None for r in rw), 1))
         agg["qids"] = ";".join(dict.fromkeys(str(q) for q in (columns.get("qid") or [])))
         self.batches.append(agg)

@@ -6,8 +6,10 @@ import sqlite3
 
 import pytest
 
-from qrlib.env import RewardEnv, execute_sql
+from qrlib import prompts, rewards
+from qrlib.env import RewardEnv
 from qrlib.errors import QrlibError
+from qrlib.parsing import FORMATS, parse_completion
 
 QRELS = {"q1": {"g1": 1, "g2": 1}, "q2": {"h": 1}}
 DOCS = {"alpha": [("g1", 3.0), ("x", 2.0), ("g2", 1.0)],
@@ -73,6 +75,22 @@ def test_query_column_and_copy_penalty():
     assert out[1] == pytest.approx(0.0 - 0.05)
 
 
+def test_copy_penalty_in_expand_mode_compares_the_models_own_text():
+    # SAGE Eq. 3: the model copied the query verbatim; in expand mode the searched text is
+    # "orig orig", which never equals "orig", but the rollout is still a copy
+    for mode in ("rewrite", "expand"):
+        env = RewardEnv(FakeRetriever(), QRELS, reward="sage_direct", fmt="sage", k=10,
+                        p=0.05, mode=mode)
+        out = env(None, ['{"query": "orig", "strategy": 1}', '{"query": "beta", "strategy": 1}'],
+                  qid=["q1", "q1"], query=["orig", "orig"])
+        assert out[0] == pytest.approx(-0.05), mode
+        assert env.records[0]["part_copy"] == 1.0 and env.records[1]["part_copy"] == 0.0
+    env = RewardEnv(FakeRetriever(), QRELS, reward="ndcg", fmt="plain", k=10, mode="expand",
+                    copy_penalty=0.05)
+    out = env(None, ["orig"], qid=["q1"], query=["orig"])
+    assert out == [pytest.approx(-0.05)]
+
+
 def test_group_rewards_group_by_qid_and_consecutive():
     comps = ['{"query": "alpha", "strategy": 1}', '{"query": "beta", "strategy": 2}',
              '{"query": "orig", "strategy": 1}', '{"query": "orig", "strategy": 3}']
@@ -90,7 +108,10 @@ def test_group_rewards_group_by_qid_and_consecutive():
 
 def test_default_depths():
     assert RewardEnv(FakeRetriever(), QRELS, reward="ndcg").depth == 10
-    assert RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_recall").depth == 100
+    assert RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_recall").depth == 3000
+    assert RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_ndcg",
+                     preset="released").depth == 1000
+    assert RewardEnv(FakeRetriever(), QRELS, reward="acqo_stage2", k=20).depth == 20
     assert RewardEnv(FakeRetriever(), QRELS, reward="acqo_stage1", fmt="acqo").depth == 100
     assert RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_answer_rank").depth == 3000
     assert RewardEnv(FakeRetriever(), QRELS, reward="ndcg", depth=50).depth == 50
@@ -110,6 +131,63 @@ def test_bad_inputs():
         env(None, ["a"], qid=["unknown"])
 
 
+def test_presets_through_the_environment():
+    env = RewardEnv(FakeRetriever(), QRELS, reward="deepretrieval_ndcg", preset="released")
+    out = env(None, ['<think>t</think><answer>{"query": "orig"}</answer>',
+                     '<think>t</think><answer>{"query": "beta"}</answer>', "junk"],
+              qid=["q1"] * 3)
+    nd_beta = 1 / (1 + 1 / math.log2(3))
+    assert out == pytest.approx([0.0, 0.1 + nd_beta, -2.0])
+    with pytest.raises(QrlibError, match="no preset"):
+        RewardEnv(FakeRetriever(), QRELS, reward="sage_crs", fmt="sage", preset="released")
+
+
+def test_a_reward_declares_depth_columns_and_pre_step():
+    """RewardEnv reads depth, columns and the pre-step from the registered spec; it knows
+    no reward by name."""
+    seen = {}
+
+    def pre(group, state):
+        seen["state"] = state
+        for o in group:
+            o.extras["bonus"] = float(o.row["weight"]) * len(o.generated)
+
+    @rewards.register_reward("_test_weighted", depth=lambda p: 7 * p["m"],
+                             columns=("weight", ("gold_a", "gold_b")), prepare=pre,
+                             record=("bonus",))
+    def _weighted(o, *, m: int = 2) -> dict:
+        return {"reward": o.extras["bonus"] + len(o.ranked)}
+
+    try:
+        env = RewardEnv(FakeRetriever(), QRELS, reward="_test_weighted", fmt="plain")
+        assert env.depth == 14
+        out = env(None, ["alpha", "beta"], qid=["q1", "q1"], weight=[2, 3], gold_b=[0, 0])
+        assert out == pytest.approx([2 + 3, 3 + 2])
+        assert env.records[0]["bonus"] == 2.0 and seen["state"]["sql_timeout_s"] == 2.0
+        with pytest.raises(QrlibError, match="weight, gold_a or gold_b"):
+            env(None, ["alpha"], qid=["q1"])
+        with pytest.raises(QrlibError, match="gold_a or gold_b"):
+            env(None, ["alpha"], qid=["q1"], weight=[1])
+        with pytest.raises(QrlibError, match="'weight' has 1 values for 2"):
+            env(None, ["alpha", "beta"], qid=["q1", "q1"], weight=[1], gold_a=[1, 1])
+    finally:
+        rewards.REWARDS.pop("_test_weighted", None)
+
+
+# decomposition prompts of the bandit study: their JSON-list replies feed the bandit
+# simulation, never a reward, so they name no completion format
+NOT_PARSED = {"bandit/problem-definition", "bandit/specialised"}
+
+
+def test_every_registered_prompt_declares_a_known_format():
+    for name, tpl in prompts.REGISTRY.items():
+        fmt = tpl.meta.get("fmt")
+        if fmt is None and name in NOT_PARSED:
+            continue
+        assert fmt in FORMATS, (name, fmt)
+        parse_completion("", fmt)                        # accepted by the parser
+
+
 @pytest.fixture
 def tiny_db(tmp_path):
     path = tmp_path / "t.sqlite"
@@ -121,26 +199,23 @@ def tiny_db(tmp_path):
     return path
 
 
-def test_execute_sql_read_only_and_timeout(tiny_db):
-    rows, err = execute_sql(tiny_db, "SELECT a FROM t WHERE b = 'x' ORDER BY a")
-    assert rows == [(1,), (3,)] and err is None
-    assert execute_sql(tiny_db, "DELETE FROM t")[0] is None
-    assert execute_sql(tiny_db, "SELEC nonsense")[1].startswith("sql error")
-    assert execute_sql(tiny_db, "SELECT 1; SELECT 2")[0] is None
-    assert execute_sql(tiny_db.parent / "missing.sqlite", "SELECT 1")[0] is None
-    slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-            "SELECT max(x) FROM c")
-    rows, err = execute_sql(tiny_db, slow, timeout_s=0.2)
-    assert rows is None and err == "timeout"
-    assert execute_sql(tiny_db, "SELECT count(*) FROM t")[0] == [(3,)]   # table untouched
-
-
 def test_sql_reward(tiny_db):
     env = RewardEnv(None, {}, reward="deepretrieval_sql", fmt="deepretrieval-nothink",
                     exec_bonus=0.3)
-    comps = ['<answer>{"query": "SELECT a FROM t WHERE b = \'x\'"}</answer>',
-             '<answer>{"query": "SELECT a FROM t"}</answer>',
+    comps = ['<answer>{"query": "SELECT a FROM t WHERE b = \'x\' ORDER BY a DESC"}</answer>',
+             '<answer>{"query": "SELECT a FROM t WHERE b = \'x\'"}</answer>',
              '<answer>{"query": "SELECT nope FROM t"}</answer>', "no answer"]
     out = env(None, comps, qid=["s"] * 4, db_path=[str(tiny_db)] * 4,
               gold_sql=["SELECT a FROM t WHERE b = 'x' ORDER BY a DESC"] * 4)
+    # the gold SQL sorts, so Spider's comparison wants the order too: rollout 2 only ran
     assert out == pytest.approx([1.3, 0.3, 0.0, -1.0])
+    assert env.records[2]["sql_error"].startswith("sql error")
+    released = RewardEnv(None, {}, reward="deepretrieval_sql", fmt="deepretrieval-nothink",
+                         preset="released")                    # sets, as spider.py does
+    out = released(None, comps, qid=["s"] * 4, db_path=[str(tiny_db)] * 4,
+                   gold_rows=[[(3,), (1,)]] * 4)
+    assert out == pytest.approx([1.1, 1.1, 0.0, -2.0])
+    with pytest.raises(QrlibError, match="db_path"):
+        env(None, comps[:1], qid=["s"], gold_sql=["SELECT 1"])
+    with pytest.raises(QrlibError, match="gold_sql or gold_rows"):
+        env(None, comps[:1], qid=["s"], db_path=[str(tiny_db)])

@@ -1,9 +1,12 @@
 """Fusion: RRF, RSF (ACQO Eq. 1-2), CombSUM/CombMNZ, hand-worked numbers + ranx check."""
 from __future__ import annotations
 
+import math
 import random
+from fractions import Fraction
 
 import pytest
+import ranx
 
 from qrlib.errors import QrlibError
 from qrlib.fusion import (combmnz, combsum, fuse, fuse_batch, fuse_runs, normalise, rrf,
@@ -19,6 +22,65 @@ def test_rrf_hand_worked():
     assert out["b"] == pytest.approx(1 / 62 + 1 / 62)
     assert out["c"] == pytest.approx(1 / 63 + 1 / 61)
     assert [d for d, _ in rrf([A, B], k=60)] == ["c", "b", "a"]
+
+
+def exact_rsf_order(lists, top=None):
+    """Independent ACQO Eq. 1-2: P with Fractions, first occurrence of a document only."""
+    inv, best = {}, {}
+    for lst in lists:
+        seen = []
+        for d, s in lst:
+            if d in seen:
+                continue
+            seen.append(d)
+            inv[d] = inv.get(d, Fraction(0)) + Fraction(1, len(seen))
+            best[d] = max(best.get(d, -math.inf), float(s))
+    order = sorted(inv, key=lambda d: (1 / inv[d], -best[d], d))
+    return order if top is None else order[:top]
+
+
+def tie_heavy_lists(rng, m):
+    """Short lists over a small pool with coarse scores: many exact P and S ties, some of
+    them (ranks 2+12 vs 3+4, 2+6 vs 3+3, ...) not exact in floating point."""
+    pool = [f"d{i}" for i in range(rng.randint(4, 16))]
+    lists = []
+    for _ in range(m):
+        docs = rng.sample(pool, rng.randint(1, len(pool)))
+        lists.append([(d, float(rng.randint(0, 2))) for d in docs])
+    return lists, pool
+
+
+def test_rsf_exact_tie_is_broken_by_score():
+    # x at ranks 2 and 12, y at ranks 3 and 4: P(x) = P(y) = 12/7 exactly, S(y) > S(x),
+    # so Eq. 2 puts y first (a float sum ranks x first: 1/2 + 1/12 > 1/3 + 1/4 by 1 ulp)
+    fill = [(f"f{i}", 0.1) for i in range(20)]
+    l1 = [fill[0], ("x", 0.49), ("y", 0.96)] + fill[1:10]
+    l2 = fill[10:13] + [("y", 0.2)] + fill[13:20] + [("x", 0.1)]
+    keys = rsf_keys([l1, l2])
+    assert keys["x"] == (Fraction(12, 7), 0.49) and keys["y"] == (Fraction(12, 7), 0.96)
+    order = [d for d, _ in rsf([l1, l2])]
+    assert order.index("y") < order.index("x")
+    assert order == exact_rsf_order([l1, l2])
+
+
+def test_rsf_matches_exact_brute_force_on_tie_heavy_lists():
+    rng = random.Random(11)
+    for trial in range(600):
+        lists, _ = tie_heavy_lists(rng, rng.randint(2, 4))
+        top = rng.choice([None, 3, 8])
+        assert [d for d, _ in rsf(lists, top=top)] == exact_rsf_order(lists, top), trial
+
+
+def test_repeated_document_counts_once_at_its_first_rank():
+    # "a" twice in the first list: one entry at rank 1, "b" moves up to rank 2
+    lists = [[("a", 0.9), ("a", 0.8), ("b", 0.7)], [("b", 0.5)]]
+    assert rsf_keys(lists)["a"] == (1, 0.9)
+    assert rsf_keys(lists)["b"] == (Fraction(1, 1) / (Fraction(1, 2) + 1), 0.7)
+    assert [d for d, _ in rsf(lists)] == ["b", "a"] == exact_rsf_order(lists)
+    assert dict(rrf(lists, k=60))["a"] == pytest.approx(1 / 61)
+    assert dict(combsum(lists, norm="none"))["a"] == pytest.approx(0.9)
+    assert fuse([[("a", 2.0), ("a", 1.0), ("b", 0.5)]], "rsf") == [("a", 2.0), ("b", 0.5)]
+    assert to_run([("a", 2.0), ("b", 1.0), ("a", 0.5)]) == {"a": 3.0, "b": 2.0}
 
 
 def test_rsf_eq1_keys():
@@ -98,7 +160,6 @@ def test_batch_helpers():
 
 
 def test_rrf_matches_ranx():
-    ranx = pytest.importorskip("ranx")
     rng = random.Random(1)
     runs = []
     for _ in range(3):

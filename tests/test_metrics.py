@@ -6,6 +6,7 @@ import math
 import pandas as pd
 import pytest
 
+from qrlib import rewards
 from qrlib.errors import QrlibError
 from qrlib.metrics import easy_hard_split, evaluate, subtopics_from_qrels
 
@@ -42,6 +43,21 @@ def test_list_order_beats_tied_scores():
     assert evaluate({"q": {"a": 1.0, "b": 3.0}}, {"q": {"a": 1}}, ["RR@10"])["RR@10"][0] == 0.5
     # duplicates keep their first rank
     assert evaluate({"q": ["a", "a", "b"]}, {"q": {"b": 1}}, ["RR@10"])["RR@10"][0] == 0.5
+
+
+def test_repeated_documents_count_once_here_and_in_the_rewards():
+    # ranked [a, a]: one document at rank 1, nothing at rank 2
+    df = evaluate({"q": ["a", "a"]}, {"q": {"a": 1, "b": 1}}, ["nDCG@10", "R@100"])
+    assert df["nDCG@10"][0] == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert df["R@100"][0] == pytest.approx(0.5)
+    assert evaluate({"q": ["a", "a"]}, {"q": {"a": 1}}, ["nDCG@10"])["nDCG@10"][0] == 1.0
+    # the per-rollout reward maths agrees with the evaluation
+    for ranked, qrels in [(["a", "a"], {"a": 1, "b": 1}), (["x", "x", "a", "x", "b"],
+                                                          {"a": 2, "b": 1, "c": 1})]:
+        lst = [(d, 1.0) for d in ranked]
+        ref = evaluate({"q": ranked}, {"q": qrels}, ["nDCG@3", "R@3"])
+        assert rewards.ndcg_at_k(lst, qrels, 3) == pytest.approx(ref["nDCG@3"][0])
+        assert rewards.recall_at(lst, qrels, 3) == pytest.approx(ref["R@3"][0])
 
 
 def test_missing_and_empty_queries_count_as_zero():

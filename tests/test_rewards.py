@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
+from itertools import combinations
 
+import ir_measures
 import pytest
 
 from qrlib import rewards as R
 from qrlib.errors import QrlibError
+from qrlib.metrics import evaluate
 
 approx = pytest.approx
 
@@ -29,21 +33,48 @@ def test_gold_ranks_recall_ndcg():
         R.ndcg_at_k(ranked, qrels, 0)
 
 
-def test_ndcg_matches_ir_measures():
-    ir_measures = pytest.importorskip("ir_measures")
+def test_ndcg_matches_ir_measures_and_evaluate_with_duplicates():
+    """Ranked lists with repeated documents: ours equals qrlib.metrics.evaluate (which
+    keeps a document's first rank) and ir-measures on the list without its repeats."""
     rng = random.Random(3)
-    qrels, run = {}, {}
+    qrels, lists = {}, {}
     for q in range(20):
         docs = [f"d{i}" for i in range(30)]
         qrels[f"q{q}"] = {d: rng.choice([0, 1, 2]) for d in rng.sample(docs, 6)}
         ranked = rng.sample(docs, 20)
-        run[f"q{q}"] = {d: float(20 - i) for i, d in enumerate(ranked)}
+        for _ in range(rng.randint(0, 6)):                    # repeat some documents
+            ranked.insert(rng.randint(1, len(ranked)), rng.choice(ranked[:10]))
+        lists[f"q{q}"] = [(d, float(len(ranked) - i)) for i, d in enumerate(ranked)]
+    assert any(len({d for d, _ in v}) < len(v) for v in lists.values())
     for k in (3, 10):
-        ref = {m.query_id: m.value for m in ir_measures.iter_calc(
-            [ir_measures.nDCG @ k], qrels, run)}
-        for q, r in run.items():
-            ours = R.ndcg_at_k(list(r.items()), qrels[q], k)
-            assert ours == approx(ref.get(q, 0.0), abs=1e-9)
+        ref = evaluate(lists, qrels, [f"nDCG@{k}"], per_query=True).set_index("query_id")
+        dedup = {q: {} for q in lists}
+        for q, v in lists.items():
+            for i, (d, _) in enumerate(v):
+                dedup[q].setdefault(d, float(len(v) - i))
+        irm = {m.query_id: m.value for m in ir_measures.iter_calc(
+            [ir_measures.nDCG @ k], qrels, dedup)}
+        for q, v in lists.items():
+            ours = R.ndcg_at_k(v, qrels[q], k)
+            assert ours == approx(ref.loc[q, f"nDCG@{k}"], abs=1e-9)
+            assert ours == approx(irm.get(q, 0.0), abs=1e-9)
+
+
+def test_repeated_documents_count_once():
+    qrels = {"a": 1, "b": 1}
+    assert R.ndcg_at_k([("a", 2.0), ("a", 1.0)], {"a": 1}, 10) == approx(1.0)
+    assert R.recall_at([("a", 2.0), ("a", 1.0)], qrels) == approx(0.5)
+    assert R.gold_ranks([("a", 3.0), ("a", 2.0), ("b", 1.0)], {"b": 1}) == [2]
+    assert R.gold_ranks([("x", 3.0), ("x", 2.0), ("b", 1.0)], {"b": 1}, k=2) == [2]
+    o = R.Observation(qid="q", ranked=[("a", 2.0), ("a", 1.0)], qrels=qrels)
+    assert R.make_reward("deepretrieval_answer_rank").score([o])[0]["first_rank"] == 1
+    assert R.make_reward("acqo_stage2", eta=1.0).score([o])[0]["reward"] == approx(2.0)
+
+
+def test_same_query_is_the_one_copy_test():
+    assert R.same_query("Who is X?", "  who  IS x? ")
+    assert not R.same_query("Who is X, the painter?", "Who is X?")
+    assert R.normalise_query(" A\tb ") == "a b"
 
 
 # ------------------------------------------------------------------ DeepRetrieval Table 8
@@ -67,6 +98,60 @@ def test_deepretrieval_format_reward():
     assert R.deepretrieval_total(0.4, False, format_penalty=-2.0, gate=False) == approx(-1.6)
 
 
+def test_recall_reward_reads_recall_at_3k():
+    # Table 1 / Fig. 1 score literature search with Recall@3K: a gold document at rank
+    # 150 counts (the old default cut at 100 gave the floor, -3.5)
+    ranked = [(f"x{i}", 1.0) for i in range(149)] + [("g", 0.5)]
+    o = R.Observation(qid="q", ranked=ranked, qrels={"g": 1})
+    rw = R.make_reward("deepretrieval_recall")
+    assert rw.params["k"] == 3000 and rw.depth == 3000
+    assert rw.score([o])[0]["reward"] == 5.0
+
+
+def test_deepretrieval_released_presets():
+    """Values of pat-jj/DeepRetrieval code/verl/utils/reward_score/*.py."""
+    hit = R.Observation(qid="q", ranked=[("g", 1.0)], qrels={"g": 1})
+    miss = R.Observation(qid="q", ranked=[("x", 1.0)], qrels={"g": 1})
+    broken = R.Observation(qid="q", ranked=[("g", 1.0)], qrels={"g": 1}, format_ok=False)
+    nd = R.make_reward("deepretrieval_ndcg", preset="released")
+    assert nd.params["k"] == 1000 and nd.depth == 1000
+    assert [d["reward"] for d in nd.score([hit, miss, broken])] == approx([1.1, 0.0, -2.0])
+    paper = R.make_reward("deepretrieval_ndcg", preset="paper")
+    assert [d["reward"] for d in paper.score([hit, miss, broken])] == approx([1.0, 0.0, -1.0])
+    assert R.make_reward("deepretrieval_ndcg", preset="released", k=50).params["k"] == 50
+    assert R.released_ndcg_k("scifact") == 50 and R.released_ndcg_k("hotpotqa") == 3000
+    assert R.released_ndcg_k("fever") == 1000 and R.released_ndcg_k("nfcorpus", dense=True) == 100
+    rec = R.make_reward("deepretrieval_recall", preset="released")
+    assert [d["reward"] for d in rec.score([hit, miss, broken])] == approx([6.0, -2.5, -4.0])
+    rank = R.make_reward("deepretrieval_answer_rank", preset="released")
+    assert [d["reward"] for d in rank.score([hit, miss, broken])] == approx([6.0, -2.5, -4.0])
+    assert R.deepretrieval_total(0.0, True, format_bonus=0.1, bonus_mode="if_positive") == 0.0
+    with pytest.raises(QrlibError, match="no preset 'released'"):
+        R.make_reward("sage_crs", preset="released")
+    with pytest.raises(QrlibError, match="bonus_mode"):
+        R.deepretrieval_total(1.0, True, bonus_mode="sometimes")
+
+
+def test_sql_reward_presets_and_comparisons():
+    def sql_obs(pred, gold, gold_sql=None, ok=True):
+        return R.Observation(qid="s", ranked=[], qrels={}, format_ok=ok,
+                             extras={"pred_rows": pred, "gold_rows": gold, "gold_sql": gold_sql})
+    dup = sql_obs([(1,), (1,), (2,)], [(1,), (2,)])
+    order = sql_obs([(2,), (1,)], [(1,), (2,)], "SELECT a FROM t ORDER BY a")
+    wrong = sql_obs([(3,)], [(1,)])
+    failed = sql_obs(None, [(1,)])
+    paper = R.make_reward("deepretrieval_sql")
+    assert [d["reward"] for d in paper.score([dup, order, wrong, failed])] == [0, 0, 0, 0]
+    released = R.make_reward("deepretrieval_sql", preset="released")   # spider.py: sets
+    assert [d["reward"] for d in released.score([dup, order, wrong, failed])] == approx(
+        [1.1, 1.1, 0.0, 0.0])
+    bird = R.make_reward("deepretrieval_sql", preset="released-bird")  # bird.py: 1 or 0.3
+    assert [d["reward"] for d in bird.score([dup, wrong, failed])] == approx([1.1, 0.4, 0.0])
+    assert R.make_reward("deepretrieval_sql", exec_bonus=0.3).score([
+        sql_obs([(1,)], [(1,)])])[0]["reward"] == approx(1.3)            # App. F: + 0.3
+    assert released.score([sql_obs([(1,)], [(1,)], ok=False)])[0]["reward"] == -2.0
+
+
 def test_sql_execution_match():
     assert R.sql_execution_match([(1,), (2,)], [(2,), (1,)])
     assert not R.sql_execution_match([(1,), (2,)], [(2,), (1,)], ordered=True)
@@ -74,6 +159,12 @@ def test_sql_execution_match():
     assert not R.sql_execution_match(None, [(1,)])
     assert R.sql_execution_match([], [])
     assert R.sql_execution_match([("a", None, 1.5)], [["a", None, 1.5]])
+    # Spider: order counts only when the gold SQL sorts; DeepRetrieval code: sets
+    assert not R.sql_execution_match([(2,), (1,)], [(1,), (2,)], mode="spider",
+                                     gold_sql="SELECT a FROM t ORDER BY a")
+    assert R.sql_execution_match([(2,), (1,)], [(1,), (2,)], mode="spider",
+                                 gold_sql="SELECT a FROM t WHERE b = 'order by'")
+    assert R.sql_execution_match([(1,), (1,)], [(1,)], mode="set")
 
 
 # ------------------------------------------------------------------ ACQO
@@ -105,6 +196,30 @@ def test_acqo_score_eq4_eq5():
         0.6 * 3 + 0.36 * (2 - 2 / 9 + 0.5))
     with pytest.raises(QrlibError):
         R.acqo_score([1], delta=0.0)
+
+
+def test_acqo_eq4_first_index_reading():
+    # i from 1 (default, the paper's i = 1..n) vs from 0 (best gold undecayed)
+    assert R.acqo_score([1], eta=0.6) == approx(1.2)
+    assert R.acqo_score([1], eta=0.6, first_index=0) == approx(2.0)
+    assert R.acqo_score([1, 3], eta=0.6, first_index=0) == approx(2 + 0.6 * (2 - 2 / 9))
+    assert R.acqo_score([1, 3], eta=1.0, first_index=0) == R.acqo_score([1, 3], eta=1.0)
+    with pytest.raises(QrlibError):
+        R.acqo_score([1], first_index=2)
+
+
+def test_convsearch_released_rank_reward():
+    """BeastyZ/ConvSearch-R1 rewrite_r1.py: Phi of the best gold rank only; -0.1 for a
+    broken format; nothing in the top 100 gives 0."""
+    rw = R.make_reward("convsearch_rirs", preset="released")
+    two = R.Observation(qid="q", ranked=[("x", 3.0), ("g1", 2.0), ("g2", 1.0)],
+                        qrels={"g1": 1, "g2": 1})
+    far = R.Observation(qid="q", ranked=[(f"x{i}", 1.0) for i in range(100)] + [("g1", 0.1)],
+                        qrels={"g1": 1})
+    bad = R.Observation(qid="q", ranked=[("g1", 1.0)], qrels={"g1": 1}, format_ok=False)
+    got = [d["reward"] for d in rw.score([two, far, bad])]
+    assert got == approx([2 - 1 / 9, 0.0, -0.1])
+    assert rw.depth == 100
 
 
 def test_acqo_stage1_is_max_over_subsets_eq6_and_stage2_eq9():
@@ -161,6 +276,15 @@ def test_copy_penalty_eq3():
 
 
 # ------------------------------------------------------------------ RL-QR
+def test_rlqr_normalisation_readings():
+    assert R.rlqr_group_penalty([0, 10, 20, 30], theta=0.1, norm="max") == approx(
+        [0, -1 / 3, -2 / 3, -1.0])
+    assert R.rlqr_group_penalty([1, 30], theta=0.1, norm="max") == approx([-0.1, -1.0])
+    assert R.rlqr_group_penalty([1, 30], theta=0.1) == approx([-0.1, -1.0])
+    with pytest.raises(QrlibError):
+        R.rlqr_group_penalty([1], norm="zscore")
+
+
 def test_rlqr_group_penalty_and_eq6():
     assert R.rlqr_group_penalty([0, 10, 20, 30], theta=0.1) == approx([0, -0.1, -0.55, -1.0])
     assert R.rlqr_group_penalty([5, 5, 0]) == approx([-1, -1, 0])
@@ -187,6 +311,18 @@ def test_registry_lists_and_binds():
         R.make_reward("acqo_stage2", etta=1.0)
     with pytest.raises(QrlibError):
         R.make_reward("nope")
+
+
+def test_registered_rewards_declare_depth_and_columns():
+    spec = R.REWARDS
+    assert R.make_reward("deepretrieval_answer_rank").depth == 3000
+    assert R.make_reward("acqo_stage1", k=50).depth == 50
+    assert R.make_reward("ndcg", k=7).depth == 7
+    assert R.make_reward("deepretrieval_sql").depth is None
+    assert spec["deepretrieval_sql"].missing_columns({"db_path"}) == ["gold_sql or gold_rows"]
+    assert spec["deepretrieval_sql"].missing_columns({"db_path", "gold_rows"}) == []
+    assert spec["deepretrieval_sql"].prepare is not None
+    assert all("paper" in s.presets or "released" in s.presets for s in spec.values())
 
 
 def test_registered_rewards_on_observations():
@@ -225,28 +361,50 @@ def test_group_rewards_on_observations():
     assert [d["reward"] for d in rl] == approx([1.0, 1 - 0.5, 1 - 0.05])
 
 
-def test_stage1_fast_rsf_path_matches_fused_lists():
-    """The array path of acqo_stage1 must give the ranks of fusion.rsf exactly (ties too)."""
-    from itertools import combinations
+def exact_gold_ranks(lists, qrels, k):
+    """Independent ACQO Eq. 1-2 (Fractions, first occurrences): gold ranks in the top k."""
+    inv, best = {}, {}
+    for lst in lists:
+        seen = []
+        for d, s in lst:
+            if d in seen:
+                continue
+            seen.append(d)
+            inv[d] = inv.get(d, Fraction(0)) + Fraction(1, len(seen))
+            best[d] = max(best.get(d, -math.inf), float(s))
+    order = sorted(inv, key=lambda d: (1 / inv[d], -best[d], d))[:k]
+    return [i for i, d in enumerate(order, start=1) if qrels.get(d, 0) >= 1]
 
-    from qrlib import fusion
+
+def test_stage1_fast_rsf_path_matches_exact_brute_force():
+    """The array path of acqo_stage1 (and stage2's fused list) against an independent
+    exact computation, on short tie-heavy lists where P ties exactly (2+12 vs 3+4, ...)
+    and S ties often."""
+    fill = [(f"f{i}", 0.1) for i in range(20)]      # P(x) = P(y) = 12/7, S(y) > S(x)
+    l1 = [fill[0], ("x", 0.49), ("y", 0.96)] + fill[1:10]
+    l2 = fill[10:13] + [("y", 0.2)] + fill[13:20] + [("x", 0.1)]
+    assert R._RSFTable([l1, l2], {"x": 1}).gold_ranks((0, 1), 100) == [4]
+    assert exact_gold_ranks([l1, l2], {"x": 1}, 100) == [4]
     rng = random.Random(7)
-    for trial in range(200):
-        m = rng.randint(2, 3)
-        pool = [f"d{i}" for i in range(rng.randint(5, 40))]
+    for trial in range(400):
+        m = rng.randint(2, 4)
+        pool = [f"d{i}" for i in range(rng.randint(4, 16))]
         lists = []
         for _ in range(m):
             docs = rng.sample(pool, rng.randint(1, len(pool)))
-            # coarse scores to force P and S ties
-            lists.append([(d, float(rng.randint(0, 3))) for d in docs])
-            lists[-1].sort(key=lambda t: -t[1])
+            if rng.random() < 0.2:
+                docs.insert(rng.randint(1, len(docs)), rng.choice(docs))   # a repeat
+            lists.append([(d, float(rng.randint(0, 2))) for d in docs])
         qrels = {d: 1 for d in rng.sample(pool, rng.randint(0, 4))}
-        k = rng.choice([3, 10, 100])
-        slow = max(R.acqo_score(R.gold_ranks(fusion.rsf([lists[i] for i in idx], top=k), qrels),
-                                eta=0.6)
-                   for size in range(1, m + 1) for idx in combinations(range(m), size))
+        k = rng.choice([3, 6, 100])
+        subsets = [idx for size in range(1, m + 1) for idx in combinations(range(m), size)]
+        table = R._RSFTable(lists, qrels)
+        for idx in subsets:
+            want = exact_gold_ranks([lists[i] for i in idx], qrels, k)
+            assert table.gold_ranks(idx, k) == want, (trial, idx)
+        slow = max(R.acqo_score(exact_gold_ranks([lists[i] for i in idx], qrels, k), eta=0.6)
+                   for idx in subsets)
         assert R.acqo_stage1(lists, qrels, k=k, eta=0.6) == approx(slow, abs=1e-12), trial
-        full = R.acqo_score(R.gold_ranks(fusion.rsf(lists, top=k), qrels), eta=0.6, lam=1.0,
-                            k_star=3)
+        full = R.acqo_score(exact_gold_ranks(lists, qrels, k), eta=0.6, lam=1.0, k_star=3)
         assert R.acqo_stage2(lists, qrels, k=k, eta=0.6, lam=1.0, k_star=3) == approx(
             full, abs=1e-12), trial

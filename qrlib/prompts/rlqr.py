@@ -6,6 +6,9 @@ Eq. 6 counts text outside the tags); parse with ``fmt="plain"``.
 ``rlqr/synthesis``: index-aligned query synthesis from one document: imagine a
 situation that needs the document, ask a question fitting it, answer it from the
 document; leave the fields empty when the document does not support such a situation.
+Its reply is a JSON object (``meta["output"]``, keys in ``meta["keys"]``) read by the
+synthesis step, not a query: ``meta["fmt"]`` is ``plain`` only because every template
+names a :mod:`qrlib.parsing` format (there is no JSON-object format there).
 """
 from __future__ import annotations
 
@@ -34,4 +37,4 @@ register(PromptTemplate(
           "If the document does not contain enough information to support such a "
           "situation, reply with empty strings for all three fields."),
     fields=("document",), source="RL-QR Sec. 3.1, Table 1",
-    meta={"fmt": "json", "keys": ("scenario", "question", "answer")}))
+    meta={"fmt": "plain", "output": "json", "keys": ("scenario", "question", "answer")}))
