@@ -138,7 +138,16 @@ class Policy:
     """A row of Table 1. ``select``: how the arm is chosen (``random`` = uniform arm and
     uniform unread rank; ``rank`` = uniform arm, next rank; ``egreedy``; ``beta`` =
     Thompson sampling on Beta posteriors, Algorithm 1; ``gaussian`` = Thompson sampling on
-    Gaussian posteriors, Algorithm 2). ``reward``: the Table 1 reward fed to the update."""
+    Gaussian posteriors, Algorithm 2). ``reward``: the Table 1 reward fed to the update.
+
+    ``epsilon`` (``egreedy`` only) is a reading of our own. Table 1 writes the rule as
+    "pull the same arm again when its last document was relevant, else a uniformly
+    random arm" and gives no exploration rate; that literal rule is ``epsilon=0``. The
+    default 0.1 adds the exploration the name ε-greedy implies: after a relevant
+    document a uniformly random arm (possibly the same one) is drawn with probability
+    epsilon, so the arm is kept with probability 1 - epsilon (K - 1) / K (0.95 for two
+    arms, 0.925 for four). After an irrelevant document both readings draw uniformly.
+    """
 
     name: str
     label: str
@@ -148,7 +157,7 @@ class Policy:
     c: float = 0.01     # UCB weight, "c -> 0" in Table 1 / Eq. 1
     a: float = 5.0      # diversity-concave (Table 1: a = 5)
     b: float = 15.0     # diversity-concave (Table 1: b = 15)
-    epsilon: float = 0.1  # epsilon-greedy: chance of a random arm after a relevant doc
+    epsilon: float = 0.1  # epsilon-greedy: chance of a random arm after a relevant doc (ours)
     explore_all: bool = False  # UCB family: untried arms first (bonus -> inf as n -> 0)
     params: dict[str, Any] = field(default_factory=dict)
 

@@ -107,15 +107,28 @@ def test_full_budget_every_policy_selects_the_pool(name):
 
 @pytest.mark.parametrize("name", [n for n in B.PAPER_ORDER if n != "random"])
 def test_arms_are_read_top_down_and_shared_docs_skipped(name):
-    req = _req()
+    req = _req()            # p1 is rank 1 of arm 0 and rank 3 of arm 1
     order = B.simulate(req, name, reps=30, seed=2)
     counts = np.bincount(req.lists[req.lists < req.n_docs], minlength=req.n_docs)
+    assert counts[req.lists[0, 0]] == 2
     for row in order:
+        assert sorted(row.tolist()) == list(range(req.n_docs))     # nobody read twice
         step = {int(d): t for t, d in enumerate(row)}
         for arm in req.lists:
-            # documents only this arm holds must come out in the arm's rank order
-            own = [step[int(d)] for d in arm if d < req.n_docs and counts[d] == 1]
-            assert own == sorted(own)
+            docs = [int(d) for d in arm if d < req.n_docs]
+            for pos, d in enumerate(docs):
+                if counts[d] == 1:
+                    # an arm reads top-down: every document above one that only this arm
+                    # holds came out first, a shared one possibly through the other arm;
+                    # so a shared document already taken is skipped, not waited for
+                    assert all(step[e] < step[d] for e in docs[:pos]), (arm, d)
+    # both arms open with the same document: it is selected once, at step 0, and the
+    # next pull of either arm skips it and reads that arm's second document
+    two = B.make_request([["s", "a1", "a2"], ["s", "b1", "b2"]], {"s": 1, "a1": 1})
+    o2 = B.simulate(two, name, reps=30, seed=3)
+    s_idx = two.lists[0, 0]
+    assert np.all(o2[:, 0] == s_idx)
+    assert set(o2[:, 1].tolist()) <= {int(two.lists[0, 1]), int(two.lists[1, 1])}
 
 
 def test_thompson_concentrates_on_the_perfect_arm():
@@ -135,11 +148,20 @@ def test_thompson_concentrates_on_the_perfect_arm():
 def test_egreedy_stays_after_a_relevant_doc():
     ranked = [["g1", "g2", "g3", "g4"], ["x1", "x2", "x3", "x4"]]
     req = B.make_request(ranked, {"g1": 1, "g2": 1, "g3": 1, "g4": 1})
-    pol = B.Policy("eg0", "eg", "egreedy", epsilon=0.0)
-    order = B.simulate(req, pol, reps=200, seed=4)
-    starts_good = order[:, 0] == req.lists[0, 0]
-    # Table 1: after a relevant document the same arm is pulled again
-    assert np.all(order[starts_good, 1:4] == req.lists[0, 1:4])
+    # Table 1 as written (epsilon = 0): after a relevant document the same arm is pulled
+    literal = B.simulate(req, B.Policy("eg0", "eg", "egreedy", epsilon=0.0), 400, seed=4)
+    good = literal[:, 0] == req.lists[0, 0]
+    assert good.any() and np.all(literal[good, 1:4] == req.lists[0, 1:4])
+    # the default policy (epsilon = 0.1) keeps the arm with probability
+    # 1 - 0.1 * (K - 1) / K = 0.95 for K = 2, and draws uniformly after a miss
+    pol = B.POLICIES["egreedy"]
+    assert pol.epsilon == 0.1
+    order = B.simulate(req, "egreedy", reps=4000, seed=5)
+    after_hit = order[:, 0] == req.lists[0, 0]
+    stay = np.mean(order[after_hit, 1] == req.lists[0, 1])
+    assert 0.93 < stay < 0.97
+    after_miss = ~after_hit
+    assert abs(np.mean(order[after_miss, 1] == req.lists[1, 1]) - 0.5) < 0.05
 
 
 def test_topk_prefers_the_arm_with_relevant_docs_below_rank_one():
