@@ -349,6 +349,116 @@ plots.save_figure(fig, "04_copy_penalty", figures_dir,
 copy_tab.round(3)
 
 # %% [markdown]
+# ## 6 · Readings the papers leave open
+#
+# Some values the papers use without pinning them down are parameters here; this section
+# shows what each choice changes, on the pseudo-rollouts above where they can show it and
+# on a toy case otherwise.
+#
+# * **ACQO Eq. 4, where $i$ starts.** Read literally ($i = 1..n$, `first_index=1`, our
+#   default) even the best gold document is decayed by $\eta$; starting at $i = 0$ leaves it
+#   whole, so one gold document at rank $r$ earns $\Phi(r)$, which is ConvSearch-R1's reward.
+#   For a well-formed rollout the second reading is the first divided by $\eta$, a pure
+#   rescaling that GRPO's normalised advantage ignores. The choice therefore matters only
+#   next to **$\delta$** (Eq. 5 says only $\delta < 0$; ours is $-1$, ConvSearch-R1's code
+#   uses $-0.1$), which stays fixed and decides how far a broken rollout falls behind.
+# * **RL-QR's range $[\theta, 1]$.** The non-zero format penalties of a group are brought
+#   into $[\theta, 1]$, but the paper does not say how: min-max (`norm="minmax"`, default:
+#   the smallest becomes $\theta$, the largest 1) or division by the group's largest,
+#   floored at $\theta$ (`norm="max"`, which keeps the ratio of two penalties).
+# * **The bandit paper's ε.** Table 1's ε-greedy row reads "stay on the arm after a
+#   relevant document, else draw an arm uniformly", with no ε. `epsilon=0` is that rule;
+#   our default 0.1 draws a random arm after a hit with probability ε, so the arm is kept
+#   with probability $1 - \varepsilon (K-1)/K$.
+
+# %%
+from qrlib import bandits as B
+
+
+def grpo_advantage(r, groups):
+    """(r - group mean) / (group std + 1e-4), as in section 5."""
+    r = pd.Series(np.asarray(r, dtype=float))
+    g = r.groupby(np.asarray(groups))
+    return ((r - g.transform("mean")) / (g.transform(lambda v: v.std(ddof=0)) + 1e-4)).to_numpy()
+
+
+open_rows = []
+acqo_rec = envs["ACQO Stage II"].records_frame()
+acqo_params = R.make_reward("acqo_stage2", **REWARDS["ACQO Stage II"][2]).params
+acqo_bad = ~acqo_rec.format_ok.to_numpy(dtype=bool)
+acqo_with_bad = pd.Series(acqo_bad).groupby(acqo_rec.qid.to_numpy()).transform("any").to_numpy()
+for first_index in (1, 0):
+    for delta in (-0.1, -1.0):
+        r = [R.acqo_score(g, ok, eta=acqo_params["eta"], lam=acqo_params["lam"],
+                          k_star=acqo_params["k_star"], delta=delta, first_index=first_index)
+             for g, ok in zip(acqo_rec.gold_ranks, acqo_rec.format_ok)]
+        adv = grpo_advantage(r, acqo_rec.qid)
+        choice = f"first index {first_index}, delta {delta:g}"
+        open_rows += [
+            {"reading": "ACQO Eq. 4-5", "choice": choice, "measure": "mean reward, well-formed",
+             "value": float(np.mean(np.asarray(r)[~acqo_bad]))},
+            {"reading": "ACQO Eq. 4-5", "choice": choice,
+             "measure": "mean GRPO advantage, broken format",
+             "value": float(adv[acqo_bad].mean()) if acqo_bad.any() else float("nan")},
+            {"reading": "ACQO Eq. 4-5", "choice": choice,
+             "measure": "mean GRPO advantage, reward 0 beside a broken rollout",
+             "value": float(adv[zero].mean()) if (zero := acqo_with_bad & ~acqo_bad
+                                                  & (np.asarray(r) == 0)).any()
+             else float("nan")}]
+
+rl_rec = envs["RL-QR"].records_frame()
+rl_params = R.make_reward("rlqr", **REWARDS["RL-QR"][2]).params
+raw = rl_rec.part_raw_penalty.to_numpy(dtype=float)
+for norm in ("minmax", "max"):
+    pen = np.zeros(len(rl_rec))
+    for _, idx in rl_rec.groupby("qid").indices.items():
+        pen[idx] = R.rlqr_group_penalty(raw[idx], rl_params["theta"], norm)
+    r = rl_params["lambda1"] * rl_rec.part_ndcg.to_numpy(dtype=float) + rl_params["lambda2"] * pen
+    hit = raw > 0
+    open_rows += [
+        {"reading": "RL-QR [theta, 1]", "choice": norm, "measure": "toy group 0, 2, 5, 40",
+         "value": ", ".join(f"{v:.3f}" for v in R.rlqr_group_penalty([0, 2, 5, 40], 0.1, norm))},
+        {"reading": "RL-QR [theta, 1]", "choice": norm, "measure": "mean penalty, penalised rollouts",
+         "value": float(pen[hit].mean()) if hit.any() else float("nan")},
+        {"reading": "RL-QR [theta, 1]", "choice": norm,
+         "measure": "mean GRPO advantage, penalised rollouts",
+         "value": float(grpo_advantage(r, rl_rec.qid)[hit].mean()) if hit.any() else float("nan")}]
+
+# bandit toy: one arm with 3 relevant documents in 4, three arms with none
+n_docs = 20
+toy_arms = [[f"g{i}" if i % 4 else f"n{i}" for i in range(n_docs)]] + [
+    [f"x{a}_{i}" for i in range(n_docs)] for a in range(3)]
+toy_req = B.make_request(toy_arms, {f"g{i}": 1 for i in range(n_docs) if i % 4})
+for eps in (0.0, 0.1, 0.3):
+    order = B.simulate(toy_req, B.Policy(f"eg{eps}", "ε-greedy", "egreedy", epsilon=eps),
+                       reps=400, seed=seed)
+    prec, _ = B.precision_recall(order, toy_req.rel, [0.1, 0.25])
+    for b, v in zip((10, 25), prec.mean(axis=0)):
+        open_rows.append({"reading": "bandit Table 1 epsilon", "choice": f"epsilon {eps:g}",
+                          "measure": f"precision at {b}% budget (toy, K=4)", "value": float(v)})
+open_tab = pd.DataFrame(open_rows)
+open_tab["value"] = [f"{v:.4f}" if isinstance(v, float) else v for v in open_tab.value]
+save_table(open_tab, "04_open_readings", tables_dir,
+           caption=f"What the readings the papers leave open change: ACQO Eq. 4 first index and "
+                   f"delta, RL-QR's [theta, 1] normalisation (pseudo-rollouts of section 3) and "
+                   f"the bandit paper's epsilon (toy request); profile {profile}{note}.")
+open_tab
+
+# %% [markdown]
+# Two rows of the ACQO block differ only in `first index`: the well-formed rewards grow by
+# $1/\eta$ while $\delta$ stays, so the advantages move exactly as if $\delta$ had been
+# multiplied by $\eta$. In a group with a broken rollout, a small $|\delta|$ leaves the
+# well-formed rollouts that found nothing just above it, so they share its negative
+# advantage; a large $|\delta|$ isolates the broken one and spares them. Peers' released code differs from their papers in
+# the same quiet way; `make_reward(name, preset="released")` gives those values, each cited
+# in the reward's docstring:
+
+# %%
+pd.DataFrame({f"{n} ({p})": R.make_reward(n, preset=p).params
+              for n in ("deepretrieval_ndcg", "deepretrieval_sql")
+              for p in ("paper", "released")}).T
+
+# %% [markdown]
 # ## Summary
 #
 # Saved for later notebooks and the README: reward statistics, the worked SAGE group, the
@@ -359,6 +469,7 @@ copy_tab.round(3)
 summary = {"profile": profile, "dataset": dataset, "split": split, "retriever": retriever,
            "n_queries": len(qids), "n_docs": len(ds.corpus), "group_size": group_size,
            "stats": stats.reset_index(names="reward").to_dict(orient="records"),
-           "copy_penalty": copy_tab.to_dict(orient="records")}
+           "copy_penalty": copy_tab.to_dict(orient="records"),
+           "open_readings": open_tab.to_dict(orient="records")}
 save_json(summary, run_dir / "04_rewards" / "summary.json")
 print("saved", run_dir / "04_rewards" / "summary.json")
