@@ -13,7 +13,8 @@ It reproduces the setup of DeepRetrieval's released search code
 * ``2_build_database.sh`` indexes it with ``pyserini.index.lucene -collection JsonCollection
   -generator DefaultLuceneDocumentGenerator -storePositions -storeDocvectors -storeRaw``
   (Anserini's default English analyzer: Lucene's StandardTokenizer, the 33-word English
-  stopword list, Porter stemmer);
+  stopword list, Porter stemmer); ``store=True`` adds the three ``-store*`` flags, which
+  change no ranking but slow search down (see the class);
 * ``search.py`` calls ``LuceneSearcher.batch_search`` with the query strings
   ``f"contents:{query}"`` — the ``query_prefix`` option (default ``""``) reproduces that.
   A plain string goes through Anserini's bag-of-words query generator, not a query parser:
@@ -76,6 +77,34 @@ def lucene_available() -> tuple[bool, str]:
     return True, ""
 
 
+#: Anserini's jar logs at DEBUG with caller locations to stdout; WARN without locations instead.
+LOG4J2_QUIET = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration>
+  <Appenders>
+    <Console name="STDERR" target="SYSTEM_ERR"><PatternLayout pattern="%d %-5p [%t] %c{1} - %m%n"/></Console>
+  </Appenders>
+  <Loggers><Root level="warn"><AppenderRef ref="STDERR"/></Root></Loggers>
+</Configuration>
+"""
+
+
+def _quiet_java_logging() -> None:
+    """Point log4j2 at :data:`LOG4J2_QUIET` (before the JVM starts; ``QRLIB_JAVA_LOG=debug``
+    keeps Anserini's own configuration)."""
+    if os.environ.get("QRLIB_JAVA_LOG", "").lower() == "debug":
+        return
+    try:
+        import jnius_config
+    except ImportError:
+        return
+    if getattr(jnius_config, "vm_running", False):
+        return
+    path = Path(tempfile.gettempdir()) / "qrlib-log4j2-quiet.xml"
+    if not path.exists() or path.read_text() != LOG4J2_QUIET:
+        path.write_text(LOG4J2_QUIET)
+    jnius_config.add_options(f"-Dlog4j2.configurationFile={path}", "-Dlog4j.configurationFile=" + str(path))
+
+
 def _java() -> dict[str, Any]:
     """Start the JVM once (Anserini jar on the class path) and return the classes we use."""
     if _JAVA:
@@ -86,6 +115,7 @@ def _java() -> dict[str, Any]:
     home = java_home()
     if home and not os.environ.get("JAVA_HOME"):
         os.environ["JAVA_HOME"] = home  # pyjnius looks for libjvm through JAVA_HOME
+    _quiet_java_logging()
     try:
         from pyserini.pyclass import autoclass  # configures the class path, starts the JVM
     except Exception as exc:  # noqa: BLE001 - jnius/JVM start-up errors vary
@@ -151,12 +181,18 @@ class LuceneBM25Retriever:
     title_sep: between title and text in ``contents`` (DeepRetrieval: a newline).
     cache: ``True`` (``cache_dir()/lucene``), a folder, or ``False`` (a temporary index
         removed with the object).
+    store: also store positions, document vectors and the raw documents
+        (``-storePositions -storeDocvectors -storeRaw``, as DeepRetrieval's
+        ``2_build_database.sh``). BM25 rankings are identical either way (bag-of-words BM25
+        reads postings and norms only), but Anserini's searcher loads every hit's stored
+        document, so the stored raw text makes search several times slower (SciFact, top
+        1000: about 5x here). Off by default.
     """
 
     def __init__(self, corpus: Any, *, k1: float = 0.9, b: float = 0.4, query_prefix: str = "",
                  threads: int | None = None, index_threads: int | None = None,
                  title_sep: str = "\n", cache: bool | str | os.PathLike = True,
-                 show_progress: bool = False) -> None:
+                 store: bool = False, show_progress: bool = False) -> None:
         if k1 < 0 or not 0 <= b <= 1:
             raise QrlibError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         if not isinstance(query_prefix, str):
@@ -165,6 +201,7 @@ class LuceneBM25Retriever:
         self.threads = int(threads or os.cpu_count() or 1)
         self.index_threads = int(index_threads or min(4, os.cpu_count() or 1))
         self.title_sep = title_sep
+        self.store = bool(store)
         self.doc_ids, texts = _corpus_contents(corpus, title_sep)
         self._java = _java()
         t0 = time.perf_counter()
@@ -189,7 +226,7 @@ class LuceneBM25Retriever:
 
     # -- index
     def _index(self, texts: list[str], cache: bool | str | os.PathLike, show_progress: bool) -> Path:
-        key = hashlib.sha256(repr((self.fingerprint, self.title_sep, "JsonCollection",
+        key = hashlib.sha256(repr((self.fingerprint, self.title_sep, self.store, "JsonCollection",
                                    "DefaultLuceneDocumentGenerator",
                                    self._java["pyserini_version"])).encode()).hexdigest()[:20]
         if cache is False:
@@ -216,15 +253,16 @@ class LuceneBM25Retriever:
             index = work / "index"
             args = ["-collection", "JsonCollection", "-input", str(docs), "-index", str(index),
                     "-generator", "DefaultLuceneDocumentGenerator",
-                    "-threads", str(self.index_threads),
-                    "-storePositions", "-storeDocvectors", "-storeRaw"]
+                    "-threads", str(self.index_threads)]
+            if self.store:
+                args += ["-storePositions", "-storeDocvectors", "-storeRaw"]
             if not show_progress:
                 args.append("-quiet")
             self._java["index_collection"].main(args)
             if not (index / "segments_1").exists() and not list(index.glob("segments_*")):
                 raise QrlibError(f"Anserini IndexCollection wrote no index into {index}")
             (index / "qrlib-index.json").write_text(json.dumps(
-                {"docs": len(self.doc_ids), "fingerprint": self.fingerprint,
+                {"docs": len(self.doc_ids), "fingerprint": self.fingerprint, "store": self.store,
                  "title_sep": self.title_sep, "pyserini": self._java["pyserini_version"]}))
             if not target.exists():
                 os.replace(index, target)

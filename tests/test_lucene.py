@@ -130,6 +130,17 @@ def test_title_is_indexed_and_prefix_drops_first_word(tmp_path):
 
 
 @needs_lucene
+def test_stored_fields_change_no_ranking(tmp_path):
+    lean = lucene.LuceneBM25Retriever(CORPUS, cache=tmp_path)
+    full = lucene.LuceneBM25Retriever(CORPUS, cache=tmp_path, store=True)
+    assert lean.index_path != full.index_path
+    qs = ["organic skin care", "skin", "zinc immunity", "apple skin"]
+    for a, b in zip(lean.search(qs, 4), full.search(qs, 4)):
+        assert [d for d, _ in a] == [d for d, _ in b]
+        assert [s for _, s in a] == pytest.approx([s for _, s in b])
+
+
+@needs_lucene
 def test_build_retriever_and_env(tmp_path):
     from qrlib.env import RewardEnv
     from qrlib.retrieval import build_retriever
