@@ -72,23 +72,28 @@ def legend_outside(target: Any, handles: list | None = None, labels: list | None
         kw = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=ncol or 1)
         if is_fig:
             kw = dict(loc="center left", bbox_to_anchor=(1.0, 0.5), ncol=ncol or 1)
-    elif where == "below":
+    elif where == "below":  # under the x label of an Axes, under everything for a Figure
         n = ncol or min(len(handles), 4)
-        kw = dict(loc="upper center", bbox_to_anchor=(0.5, -0.12 if not is_fig else 0.0), ncol=n)
+        y = 0.0 if is_fig else (-0.3 if target.get_xlabel() else -0.14)
+        kw = dict(loc="upper center", bbox_to_anchor=(0.5, y), ncol=n)
     else:
         raise ValueError(f"where must be 'right' or 'below', got {where!r}")
     return target.legend(handles, labels, title=title, fontsize=fontsize, frameon=False, **kw)
 
 
+# Okabe & Ito's colour-blind-safe palette (black first: the baseline usually goes there)
+OKABE_ITO = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7",
+             "#F0E442"]
+
+
 def highlight_styles(names: Iterable[str], key: Iterable[str], *,
                      faint_color: str = "0.65") -> dict[str, dict[str, Any]]:
-    """Line styles for many series: the ``key`` ones in distinct colour-blind-safe colours,
-    thick and on top; the others thin, grey and behind. ``{name: plot kwargs}``."""
-    import seaborn as sns
-
+    """Line styles for many series: the ``key`` ones in distinct colour-blind-safe colours
+    (Okabe-Ito, in the order given), thick and on top; the others thin, grey and behind.
+    ``{name: plot kwargs}``."""
     names = list(names)
-    key = [n for n in names if n in set(key)]
-    palette = sns.color_palette("colorblind", max(len(key), 1))
+    key = [n for n in key if n in set(names)]          # in the caller's order of importance
+    palette = (OKABE_ITO * (len(key) // len(OKABE_ITO) + 1))[:len(key)]
     out = {}
     for n in names:
         if n in key:
@@ -109,7 +114,7 @@ def tidy_ticks(ax: Any, axis: str = "x", rotation: float = 30, *, wrap: int | No
     if axis == "x":
         ax.set_xticks(ax.get_xticks())
         ax.set_xticklabels(texts, rotation=rotation, ha="right" if rotation else "center",
-                           rotation_mode="anchor", fontsize=8)
+                           rotation_mode="anchor", fontsize=9)
     else:
         ax.set_yticks(ax.get_yticks())
-        ax.set_yticklabels(texts, fontsize=8)
+        ax.set_yticklabels(texts, fontsize=9)

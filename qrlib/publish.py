@@ -155,6 +155,12 @@ def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str
     if names is not None:
         paths = [p for p in paths if p.stem in set(names)]
     info = commit_info(root)
+    if walls is None and (root / "runs" / profile / "timings.csv").exists():
+        import pandas as pd
+
+        t = pd.read_csv(root / "runs" / profile / "timings.csv")
+        t = t[t["status"] == "ok"].groupby("notebook").tail(1)
+        walls = dict(zip(t["notebook"], t["wall_s"]))
     out = []
     for p in paths:
         nb = nbformat.read(p, as_version=4)

@@ -423,8 +423,8 @@ def _timings(d: Doc) -> str:
             for r in t.itertuples()]
     peak = t["peak_rss_mb"].max()
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
-            "The last successful run of each notebook, measured by the runner "
-            f"(`runs/{d.profile}/timings.csv`), with the embedding cache warm:\n\n"
+            "The last successful run of each notebook, as measured by the runner "
+            f"(`runs/{d.profile}/timings.csv`):\n\n"
             + _md_table(["notebook", "wall time (s)", "peak memory (GB)"], rows) + "\n\n"
             f"In all **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s) / 60')} min**, peak memory "
             f"{d.n(peak / 1024, '.1f', derived='run_timings: max(peak_rss_mb) / 1024')} GB. A cold cache "
@@ -432,22 +432,55 @@ def _timings(d: Doc) -> str:
             "dequantisation of the Qwen GGUF.\n")
 
 
+GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
+    ("ACQO's decomposing rewriter trained with the two-stage curriculum, and its rows of "
+     "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("06_", "07_")),
+    ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation) and RL-QR's "
+     "annotation-free training on synthesised queries", "issue 11, notebook 08", ("08_",)),
+    ("DeepRetrieval's SQL database search, literature search and evidence-seeking tasks, and "
+     "the audit of its published baselines", "issue 12, notebook 11", ("11_",)),
+]
+
+
 def _gaps(d: Doc) -> str:
-    return ("## Not yet reproduced\n\n"
-            "The workbook has the formulas, rewards and prompts of every paper (notebooks 03-04), "
-            "but these parts of the papers are not run by any notebook yet, so the tables above "
-            "have no rows for them; the papers' numbers are already in `qrlib/published/`:\n\n"
-            "- ACQO's decomposing rewriter trained with the two-stage curriculum, and its rows of "
-            "ACQO Tables 3 and 6 (issue 10, notebooks 06-07);\n"
-            "- SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation) and RL-QR's "
-            "annotation-free training on synthesised queries (issue 11, notebook 08);\n"
-            "- DeepRetrieval's SQL database search, literature search and evidence-seeking tasks, "
-            "and the audit of its published baselines (issue 12, notebook 11).\n")
+    have = {p.stem for p in d.tables_dir.glob("*.csv")}
+    missing, present = [], []
+    for what, where, prefixes in GAPS:
+        tabs = sorted(t for t in have if t.startswith(prefixes))
+        if tabs:
+            present.append(f"- {what} ({where}): tables {', '.join(f'`{t}.md`' for t in tabs)}.")
+        else:
+            missing.append(f"- {what} ({where}).")
+    out = ["## Not yet reproduced\n"]
+    if missing:
+        out.append("The workbook has the formulas, rewards and prompts of every paper (notebooks "
+                   "03-04), but these parts of the papers have no results in this profile yet, "
+                   "so the tables above have no rows for them; the papers' numbers are already "
+                   "in `qrlib/published/`:\n")
+        out += missing
+    if present:
+        out.append("\nRun in this profile but not yet summarised here (see the notebooks' own "
+                   "\"What we found\" cells and their tables):\n")
+        out += present
+    if not missing and not present:
+        out.append("Every part of the papers listed in the README has results in this profile.")
+    return "\n".join(out) + "\n"
+
+
+def _other_tables(d: Doc) -> str:
+    gap_prefixes = tuple(p for _, _, ps in GAPS for p in ps)
+    rest = sorted(p.stem for p in d.tables_dir.glob("*.csv")
+                  if p.stem not in d.cited and not p.stem.startswith(gap_prefixes))
+    if not rest:
+        return ""
+    return ("## Other tables of this run\n\nNot quoted above, in `tables/" + d.profile + "/`: "
+            + ", ".join(f"`{t}.md`" for t in rest) + ".\n")
 
 
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
-    ("bandits", _bandits), ("rl", _rl), ("timings", _timings), ("gaps", _gaps)]
+    ("bandits", _bandits), ("rl", _rl), ("timings", _timings), ("gaps", _gaps),
+    ("other tables", _other_tables)]
 
 
 def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]:
@@ -459,7 +492,9 @@ def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]
     out = [_intro(d)]
     for name, fn in SECTIONS:
         try:
-            out.append(fn(d))
+            text = fn(d)
+            if text:
+                out.append(text)
         except (QrlibError, KeyError, IndexError, ValueError) as exc:
             out.append(f"## {name}\n\n*Not available in this run: {exc}.*\n")
     return "\n".join(out).rstrip() + "\n", d

@@ -36,3 +36,110 @@ def test_figures_and_tables_saved_with_profile_captions(smoke_run):
     assert csvs, "no table saved"
     for csv in csvs:
         assert (csv.parent / f"{csv.stem}.md").exists()
+
+
+# ----------------------------------------------------------------------------- key numbers
+# Each notebook records its key numbers (qrlib.record); these tests read them back and
+# assert them, so a wrong number fails `make test`, not just a crashed cell. Pinned values
+# are those of the smoke profile (seeded subsets, deterministic retrieval and simulation).
+@pytest.fixture(scope="module")
+def rec(smoke_run):
+    from qrlib.record import read_records
+
+    _, _, paths = smoke_run
+    return read_records(paths["run_dir"])
+
+
+def test_every_notebook_records_its_key_numbers(rec):
+    missing = [n for n in wb.notebook_names() if not rec.get(n)]
+    assert not missing, (f"notebooks without recorded key numbers: {missing}; record them with "
+                         "qrlib.record.Recorder(run_dir, name)")
+
+
+def test_01_collection_sizes(rec):
+    r = rec["01_data_analysis"]
+    assert r["scifact.docs"] == 5183 and r["scifact.test.queries"] == 300
+    assert r["nfcorpus.docs"] == 3633 and r["nfcorpus.test.queries"] == 323
+    assert r["hotpotqa-mini.test.relevant_per_query"] == pytest.approx(2.0)
+    assert r["spider.questions_usable"] == 972 and r["spider.questions_skipped"] == 62
+
+
+def test_02_bm25_on_the_smoke_scifact_subset(rec):
+    r = rec["02_index_build"]
+    assert r["bm25.scifact.ndcg10"] == pytest.approx(0.8095, abs=0.005)
+    assert r["bm25-ref.scifact.ndcg10"] == pytest.approx(r["bm25.scifact.ndcg10"], abs=0.03)
+    assert r["dense.scifact.ndcg10"] == pytest.approx(0.7721, abs=0.01)
+    assert r["agreement.scifact.top10_overlap"] >= 0.85
+    assert r["hnsw.scifact.top10_recall_vs_flat"] >= 0.95
+    assert r["speedup.scifact"] > 1.0          # bm25s beats rank_bm25 even on a tiny corpus
+
+
+def test_03_rsf_beats_rrf_on_2wiki_and_orders_the_toy_example(rec):
+    r = rec["03_rank_score_fusion"]
+    assert r["toy.rsf_order"] == "cab"          # c: P=3/4; a, b tie at P=1, a has the higher score
+    assert r["toy.rrf_order"] == "cba"
+    for split in ("oracle", "heuristic"):
+        rsf = r[f"2wikimultihopqa-mini.bm25.{split}.RSF.ndcg"]
+        rrf = r[f"2wikimultihopqa-mini.bm25.{split}.RRF.ndcg"]
+        assert rsf > rrf + 0.1, (split, rsf, rrf)
+    assert r["2wikimultihopqa-mini.bm25.oracle.RSF.ndcg"] == pytest.approx(0.980, abs=0.02)
+    assert r["2wikimultihopqa-mini.bm25.-.raw question.ndcg"] == pytest.approx(0.802, abs=0.005)
+
+
+def test_04_copy_penalty_removes_the_copy_optimum(rec):
+    r = rec["04_reward_shaping"]
+    shares = sorted((float(k.split("=")[1]), v) for k, v in r.items()
+                    if k.startswith("copy_top_share."))
+    assert shares[0][0] == 0 and shares[0][1] > 0.5          # without a penalty copies win
+    assert shares[-1][1] < shares[0][1] / 5
+    assert all(0 <= v <= 1 for k, v in r.items() if k.startswith("frac_zero_std."))
+
+
+def test_05_and_10_score_the_raw_claims_identically(rec):
+    r5, r10 = rec["05_vanilla_rl"], rec["10_evaluation"]
+    raw5 = {k: v for k, v in r5.items() if k.startswith("test.") and ".raw." in k}
+    assert raw5
+    for k, v in raw5.items():
+        _, dataset, kind, _, _ = k.split(".")
+        if k.endswith(".ndcg10") and f"{dataset}.{kind}.raw.ndcg10" in r10:
+            assert r10[f"{dataset}.{kind}.raw.ndcg10"] == pytest.approx(v, abs=1e-9)
+    steps = [v for k, v in r5.items() if k.endswith(".steps")]
+    assert steps and all(s == 2 for s in steps)              # smoke: train_steps 2
+    assert all(0 <= v <= 1 for k, v in r5.items() if k.endswith((".modified", "_quarter")))
+
+
+def test_09_every_bandit_policy_meets_at_a_full_budget(rec):
+    r = rec["09_bandit_selection"]
+    full = {k: v for k, v in r.items() if k.startswith("precision.") and k.endswith(".b=1")}
+    assert len(full) == 13
+    assert max(full.values()) - min(full.values()) < 1e-12
+    recall = [v for k, v in r.items() if k.startswith("recall.")]
+    assert max(recall) - min(recall) < 1e-12 and recall[0] == pytest.approx(1.0)
+    assert r["check.all policies meet at 100 %"] == "yes"
+    small = {k.split(".")[1]: v for k, v in r.items()
+             if k.startswith("precision.") and k.endswith(".b=0.1")}
+    assert min(v for p, v in small.items() if p != "random") > small["random"] + 0.2
+    assert small["topk_ucb_div"] == pytest.approx(0.664, abs=0.03)
+    assert r["requests_simulated"] == 32
+
+
+def test_smoke_notebooks_publish_small_with_a_header(smoke_run, tmp_path):
+    """The publishing mechanism on this run's executed notebooks (cpu is published the same way)."""
+    import nbformat
+
+    from qrlib import publish
+
+    profile, _, _ = smoke_run
+    paths = publish.publish_notebooks(profile["name"], dest=tmp_path)
+    assert {p.stem for p in paths} == set(wb.notebook_names())
+    images = 0
+    for p in paths:
+        assert p.stat().st_size < 1_500_000, p
+        nb = nbformat.read(p, as_version=4)
+        assert nb.cells[0].id == publish.HEADER_ID and "smoke" in nb.cells[0].source
+        outs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+        assert outs, p
+        assert not any("application/pdf" in o.get("data", {}) for o in outs)
+        images += sum("image/png" in o.get("data", {}) for o in outs)
+    assert images >= len(paths)
+    assert (tmp_path / "README.md").exists()

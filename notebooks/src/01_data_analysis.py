@@ -54,9 +54,11 @@ import pandas as pd
 from qrlib import plots
 from qrlib.data import load_dataset, load_spider
 from qrlib.errors import QrlibError
+from qrlib.record import Recorder
 from qrlib.workbook import save_json, save_table
 
 plots.setup()
+record = Recorder(run_dir, "01_data_analysis")  # key numbers, read back by the smoke tests
 rng = np.random.default_rng(seed)
 for d in (run_dir, figures_dir, tables_dir):
     Path(d).mkdir(parents=True, exist_ok=True)
@@ -124,6 +126,10 @@ stats = pd.DataFrame(rows)
 save_table(stats, "01_dataset_stats", tables_dir,
            caption=f"Collections used in the workbook (profile {profile}). Doc lengths from up "
                    f"to {max_docs_for_lengths} sampled docs per corpus.")
+for r in stats.to_dict("records"):
+    record(f"{r['dataset']}.{r['split']}.queries", r["queries"])
+    record(f"{r['dataset']}.{r['split']}.relevant_per_query", r["relevant/query"])
+    record(f"{r['dataset']}.docs", r["docs"])
 stats.round(2)
 
 # %% [markdown]
@@ -133,19 +139,21 @@ stats.round(2)
 # (2Wiki) gold paragraphs per question.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+fig, axes = plt.subplots(1, 2, figsize=(13, 4))
 q = pd.DataFrame(qlen_rows)
 d = pd.DataFrame(dlen_rows)
 import seaborn as sns
 
 sns.boxplot(data=q, x="words", y="dataset", hue="split", ax=axes[0], showfliers=False)
-axes[0].set_title("Query length (words)")
+axes[0].set(title="Query length", xlabel="query length (words)", ylabel="collection")
+plots.legend_outside(axes[0], where="below", title="split")
 sns.boxplot(data=d, x="words", y="dataset", ax=axes[1], showfliers=False, color="C2")
 axes[1].set_xscale("log")
-axes[1].set_title("Document length (words of title + text, log scale)")
-axes[1].set_ylabel("")
+axes[1].set(title="Document length (title + text)", xlabel="document length (words, log scale)",
+            ylabel="")
 fig.tight_layout()
 plots.save_figure(fig, "01_lengths", figures_dir, profile=profile,
+                  setting=f"up to {max_docs_for_lengths} sampled docs per corpus",
                   caption="Query and document lengths per collection (outliers hidden). "
                           "Multi-hop questions are long, Wikipedia paragraphs short.")
 plt.show()
@@ -216,19 +224,22 @@ if len(tw):
 
 # %%
 if len(hp) or len(tw):
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    fig, axes = plt.subplots(2, 1, figsize=(9, 6.4))
     if len(hp):
         ct = hp[hp.split == "test"].groupby(["dataset", "type"]).size().unstack(fill_value=0)
         ct.plot.barh(stacked=True, ax=axes[0])
-        axes[0].set_title("HotpotQA test questions by type")
-        axes[0].set_xlabel("questions")
+        axes[0].set(title="HotpotQA test questions by type", xlabel="questions (count)",
+                    ylabel="collection")
+        plots.legend_outside(axes[0], title="type")
     if len(tw):
         ct2 = tw.groupby(["split", "type"]).size().unstack(fill_value=0)
         ct2.plot.barh(stacked=True, ax=axes[1])
-        axes[1].set_title("2WikiMultihopQA-mini questions by type")
-        axes[1].set_xlabel("questions")
+        axes[1].set(title="2WikiMultihopQA-mini questions by type", xlabel="questions (count)",
+                    ylabel="split")
+        plots.legend_outside(axes[1], title="type")
     fig.tight_layout()
     plots.save_figure(fig, "01_multihop_types", figures_dir, profile=profile,
+                      setting="offline multi-hop subsamples",
                       caption="Question types of the multi-hop subsamples ('unknown' = no label "
                               "in the source). The offline sets are 500-1,464-question samples, "
                               "not the full dev sets the papers use.")
@@ -288,10 +299,14 @@ if include_spider:
     colors = ["C3" if not p else "C0" for p in per_db["sqlite present"]]
     ax.barh(per_db["db_id"], per_db["questions"], color=colors)
     ax.invert_yaxis()
-    ax.set_xlabel("questions")
+    ax.set_xlabel("questions (count)")
+    ax.set_ylabel("database")
     ax.set_title("Spider dev: questions per database (red: SQLite file missing)")
     fig.tight_layout()
+    record("spider.questions_usable", int(per_db.loc[per_db["sqlite present"], "questions"].sum()))
+    record("spider.questions_skipped", int(sum(sp.skipped.values())))
     plots.save_figure(fig, "01_spider_dbs", figures_dir, profile=profile,
+                      setting="Spider dev, 20 databases",
                       caption="Spider dev questions per database; the red bar (wta_1) cannot "
                               "be executed offline.")
     plt.show()
@@ -307,3 +322,30 @@ summary = {"profile": profile, "stats": stats.to_dict("records"),
            "spider": sp.meta if include_spider else None}
 save_json(summary, Path(run_dir) / "data_summary.json")
 print("wrote", Path(run_dir) / "data_summary.json")
+
+# %% [markdown]
+# ## What we found
+#
+# Read from this run's tables (`01_dataset_stats`, `01_pooled_corpus`, `01_spider_dbs`), so
+# the text changes with the data.
+
+# %%
+from IPython.display import Markdown
+
+test = stats[stats.split == "test"].set_index("dataset")
+lines = []
+for name, r in test.iterrows():
+    lines.append(f"- **{name}**: {r['docs']:,} documents, {r['queries']:,} test queries, "
+                 f"{r['relevant/query']:.2f} relevant documents per query "
+                 f"(up to {r['max judged']}), queries of {r['query words (mean)']:.1f} words on "
+                 f"average, documents of {r['doc words (median)']:.0f} words (median).")
+if pool_rows:
+    own, big = pool_rows[0], pool_rows[-1]
+    lines.append(f"- Pooling the other Wikipedia sets into {pooled_base} grows its corpus from "
+                 f"{own['docs']:,} to {big['docs']:,} documents; judged documents then make up "
+                 f"{big['judged fraction']:.1%} of it instead of {own['judged fraction']:.1%}.")
+if include_spider:
+    lines.append(f"- Spider dev: {int(per_db.loc[per_db['sqlite present'], 'questions'].sum()):,} "
+                 f"questions can be executed; {sum(sp.skipped.values())} are on the missing "
+                 f"database(s) {', '.join(sp.meta['missing_databases'])}.")
+display(Markdown("\n".join(lines)))

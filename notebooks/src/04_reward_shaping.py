@@ -473,3 +473,35 @@ summary = {"profile": profile, "dataset": dataset, "split": split, "retriever": 
            "open_readings": open_tab.to_dict(orient="records")}
 save_json(summary, run_dir / "04_rewards" / "summary.json")
 print("saved", run_dir / "04_rewards" / "summary.json")
+
+# %% [markdown]
+# ## What we found
+#
+# Read back from this run's tables (`04_reward_stats`, `04_copy_penalty`); the key numbers
+# are also recorded for the smoke tests (`qrlib.record`).
+
+# %%
+from IPython.display import Markdown
+
+from qrlib.record import Recorder
+
+record = Recorder(run_dir, "04_reward_shaping")
+t_stats = pd.read_csv(Path(tables_dir) / "04_reward_stats.csv")
+t_copy = pd.read_csv(Path(tables_dir) / "04_copy_penalty.csv")
+share_col = "share of groups where a copy is a top rollout"
+for r in t_stats.to_dict("records"):
+    record(f"frac_zero_std.{r['reward']}", r["frac_reward_zero_std"])
+for r in t_copy.to_dict("records"):
+    record(f"copy_top_share.p={r['p']:g}", r[share_col])
+z = t_stats.set_index("reward")["frac_reward_zero_std"].sort_values()
+lines = [f"- Share of {group_size}-rollout groups with no reward spread (no GRPO signal): "
+         f"lowest for {z.index[0]} ({z.iloc[0]:.2f}), highest for {z.index[-1]} "
+         f"({z.iloc[-1]:.2f}); all rewards: " + ", ".join(f"{n} {v:.2f}" for n, v in z.items()) + "."]
+c = t_copy.sort_values("p")
+if len(c) > 1:
+    lines.append(f"- SAGE's copy penalty: without it (p = {c.p.iloc[0]:g}) a verbatim copy is a "
+                 f"top rollout in {c[share_col].iloc[0]:.0%} of groups; with p = {c.p.iloc[1]:g} "
+                 f"in {c[share_col].iloc[1]:.0%}, and the mean GRPO advantage of copies goes from "
+                 f"{c['mean GRPO advantage of copies'].iloc[0]:+.3f} to "
+                 f"{c['mean GRPO advantage of copies'].iloc[-1]:+.3f} at p = {c.p.iloc[-1]:g}.")
+display(Markdown("\n".join(lines)))

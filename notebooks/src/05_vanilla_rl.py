@@ -270,17 +270,23 @@ for run_name, s in SUMMARIES.items():
     logs.append(lg)
 logs = pd.concat(logs, ignore_index=True)
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
-for i, (run_name, lg) in enumerate(logs.groupby("run")):
-    w, c = max(1, len(lg) // 5), f"C{i}"  # one colour per run in every panel
-    axes[0].plot(lg.step, lg.reward, alpha=0.3, color=c)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), label=run_name, color=c)
-    axes[1].plot(lg.step, lg.format_valid.rolling(w, min_periods=1).mean(), color=c)
-    axes[2].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=c)
-axes[0].set(title="mean reward (faint: per step)", xlabel="step")
-axes[1].set(title="format-valid rate", xlabel="step", ylim=(-0.05, 1.05))
-axes[2].set(title="completion length (tokens)", xlabel="step")
-axes[0].legend(fontsize=8)
-plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile,
+run_colors = {r: f"C{i}" for i, r in enumerate(sorted(logs.run.unique()))}  # one colour per run
+for run_name, lg in logs.groupby("run"):
+    w, c = max(1, len(lg) // 5), run_colors[run_name]
+    axes[0].plot(lg.step, lg.reward, alpha=0.3, lw=1, color=c)
+    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), lw=2, color=c, label=run_name)
+    axes[1].plot(lg.step, lg.format_valid.rolling(w, min_periods=1).mean(), lw=2, color=c)
+    axes[2].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), lw=2, color=c)
+axes[0].set(title="mean reward (faint: per step, bold: running mean)", xlabel="GRPO step",
+            ylabel=f"reward (nDCG@{reward_k}, format penalty)")
+axes[1].set(title="format-valid rate (running mean)", xlabel="GRPO step",
+            ylabel="share of rollouts", ylim=(-0.05, 1.05))
+axes[2].set(title="completion length (running mean)", xlabel="GRPO step", ylabel="tokens")
+fig.tight_layout()
+plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run (dataset-retriever-mode)")
+setting_05 = (f"{model}, {train_steps} steps x {prompts_per_step}x{num_generations} rollouts, "
+              f"{n_train_queries or 'all'} train claims")
+plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile, setting=setting_05,
                   caption=(f"GRPO training of {model} + LoRA r={lora_r}: reward nDCG@{reward_k}, "
                            f"{prompts_per_step}x{num_generations} rollouts/step, {train_steps} steps "
                            "(paper: Qwen2.5-3B, batch 64, PPO)"))
@@ -308,15 +314,16 @@ for run_name, lg in logs.groupby("run"):
             gains.append({"run": run_name, "step": r.step, "gain": r.reward - base})
 gains = pd.DataFrame(gains)
 if len(gains):
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    for run_name, g in gains.groupby("run"):
-        w = max(1, len(g) // 4)
-        ax.plot(g.step, g.gain, alpha=0.3)
-        ax.plot(g.step, g.gain.rolling(w, min_periods=1).mean(), label=run_name)
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for run_name, g in gains.groupby("run"):  # per-step line and its running mean share a colour
+        w, c = max(1, len(g) // 4), run_colors.get(run_name, "C0")
+        ax.plot(g.step, g.gain, alpha=0.35, lw=1, color=c, marker=".", ms=4)
+        ax.plot(g.step, g.gain.rolling(w, min_periods=1).mean(), lw=2.2, color=c, label=run_name)
     ax.axhline(0, color="k", lw=0.8)
-    ax.set(title="mean reward minus raw-claim reward", xlabel="step")
-    ax.legend(fontsize=8)
-    plots.save_figure(fig, "05_gain_over_raw", figures_dir, profile=profile,
+    ax.set(title="mean reward minus raw-claim reward (faint: per step)", xlabel="GRPO step",
+           ylabel=f"gain over raw claim (nDCG@{reward_k})")
+    plots.legend_outside(ax, title="run (running mean)")
+    plots.save_figure(fig, "05_gain_over_raw", figures_dir, profile=profile, setting=setting_05,
                       caption=(f"Per-step mean reward minus nDCG@{reward_k} of the raw claims of "
                                "that step (faint: per step; line: rolling mean)"))
     logs = logs.merge(gains, on=["run", "step"], how="left")
@@ -477,11 +484,41 @@ print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 # The tables of sections 5 and 6 are the evidence for this run; the summary below is
 # computed from them, not written in advance.
 
+# %% [markdown]
+# ## What we found
+#
+# Read back from this run's tables (`05_training_summary`, `05_test_results`,
+# `05_paired_differences`); the key numbers are also recorded for the smoke tests.
+
 # %%
-for _, r in first_last.iterrows():
-    print(f"{r['run']}: reward {r.reward_first_quarter:.3f} -> {r.reward_last_quarter:.3f}, "
-          f"format-valid {r.format_first_quarter:.2f} -> {r.format_last_quarter:.2f}, "
-          f"{r.s_per_step:.0f} s/step")
-for _, r in cmp.iterrows():
-    print(f"{r['method']} ({r['retriever']}) vs {r['vs']}: mean nDCG@10 diff {r['mean_diff_nDCG@10']:+.4f}, "
-          f"better on {r.better:.0%}, worse on {r.worse:.0%} of test claims")
+from IPython.display import Markdown
+
+from qrlib.record import Recorder
+
+record = Recorder(run_dir, "05_vanilla_rl")
+t_train = pd.read_csv(tables_dir / "05_training_summary.csv")
+t_test = pd.read_csv(tables_dir / "05_test_results.csv")
+t_cmp = pd.read_csv(tables_dir / "05_paired_differences.csv")
+lines = []
+for r in t_train.to_dict("records"):
+    record(f"train.{r['run']}.steps", r["steps"])
+    record(f"train.{r['run']}.format_last_quarter", r["format_last_quarter"])
+    lines.append(f"- **{r['run']}** ({r['steps']:.0f} steps, {r['s_per_step']:.0f} s/step): mean "
+                 f"reward {r['reward_first_quarter']:.3f} -> {r['reward_last_quarter']:.3f} (first "
+                 f"-> last quarter), format-valid {r['format_first_quarter']:.2f} -> "
+                 f"{r['format_last_quarter']:.2f}, gain over the raw claim "
+                 f"{r['gain_first_half']:+.3f} -> {r['gain_second_half']:+.3f} (first -> second half).")
+for r in t_test.to_dict("records"):
+    record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.ndcg10", r["nDCG@10"])
+    record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.modified", r["modified"])
+for r in t_cmp.to_dict("records"):
+    lines.append(f"- {r['method']} ({r['retriever']}) vs {r['vs']}: mean nDCG@10 difference "
+                 f"{r['mean_diff_nDCG@10']:+.4f}; better on {r['better']:.0%}, worse on "
+                 f"{r['worse']:.0%} of the test claims.")
+trained = t_test[t_test.method.str.startswith("trained")]
+raw = t_test[t_test.method == "raw"].set_index(["dataset", "retriever"])["nDCG@10"]
+beats = [r["retriever"] for r in trained.to_dict("records")
+         if r["nDCG@10"] > raw.get((r["dataset"], r["retriever"]), float("inf"))]
+lines.append("- " + (f"Trained rewrites beat the raw claim with: {', '.join(beats)}." if beats else
+                     "No trained adapter beats the raw claim on the test claims in this run."))
+display(Markdown("\n".join(lines)))

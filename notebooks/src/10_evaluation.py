@@ -66,6 +66,10 @@ LABELS = {"RR@3": "MRR@3", "RR@10": "MRR@10", "AP@10": "MAP@10", "nDCG@3": "NDCG
 
 # %% [markdown]
 # ## 1. What the run holds
+#
+# **Step 1** lists what earlier notebooks of this run left behind: one rewrite file per
+# (source notebook, dataset, method) and every trained LoRA adapter. Nothing is recomputed
+# here; a notebook that did not run in this profile simply contributes no rows.
 
 # %%
 found = []  # (source, dataset, method, path)
@@ -86,7 +90,9 @@ inventory
 # %% [markdown]
 # ## 2. Test collections
 #
-# Each source notebook recorded how it cut its test set (`n_test_queries`, `n_distractors`,
+# **Step 2** rebuilds the exact test collection each method was evaluated on, so that every
+# method is scored against the same queries and documents. Each source notebook recorded how
+# it cut its test set (`n_test_queries`, `n_distractors`,
 # `seed`); `qrlib.data.subset` is deterministic, so the same queries and corpus come back.
 
 # %%
@@ -130,7 +136,9 @@ keys = {(src, d): collection(src, d) for src, d, _, _ in found}
 # %% [markdown]
 # ## 3. Effectiveness (ACQO Tables 2-3 metrics)
 #
-# A trained adapter is scored only with the retriever it was trained for (its method name
+# **Step 3** searches every method's rewrites with every retriever and scores the lists with
+# the eight measures of ACQO's tables, so rows from different notebooks (and, later, other
+# methods) line up in one table. A trained adapter is scored only with the retriever it was trained for (its method name
 # says which); raw and untrained rewrites are scored with every retriever.
 
 # %%
@@ -178,7 +186,9 @@ effect
 # %% [markdown]
 # ## 4. Latency per query (ACQO Table 6a)
 #
-# Generation time comes from the rewriting pass of the source notebook (batched greedy
+# **Step 4** splits the cost of answering one query into its parts, as ACQO's Table 6a
+# does: writing the rewrite (generation), searching (retrieval) and merging several lists
+# (fusion). Generation time comes from the rewriting pass of the source notebook (batched greedy
 # decoding, so a per-query share of the batch) and, where adapters exist, from a fresh
 # timing below; retrieval is timed here one query at a time; fusion is zero for
 # single-query methods.
@@ -218,6 +228,9 @@ fresh
 
 # %% [markdown]
 # ## 5. Generated tokens (ACQO Table 8)
+#
+# **Step 5** counts how many tokens each method generates per query: the main driver of
+# generation latency, and ACQO's argument against long reasoning traces (its Table 8).
 
 # %%
 tokens = pd.DataFrame(tok_rows)
@@ -227,14 +240,59 @@ tokens
 
 # %% [markdown]
 # ## 6. Figure: NDCG@10 by method
+#
+# **Step 6** draws the effectiveness table's NDCG@10 column: one bar per method and
+# (dataset, retriever). The raw query is the bar every other method has to beat.
 
 # %%
 import matplotlib.pyplot as plt
 
 if len(effect):
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.45 * effect.method.nunique() * effect.retriever.nunique()))
     piv = effect.pivot_table(index="method", columns=["dataset", "retriever"], values="NDCG@10")
-    piv.plot.barh(ax=ax)
-    ax.set(xlabel="NDCG@10", ylabel="")
-    plots.save_figure(fig, "10_ndcg_by_method", figures_dir, profile=profile,
+    piv.columns = [" · ".join(c) for c in piv.columns]
+    piv.plot.barh(ax=ax, width=0.8)
+    ax.set(xlabel="NDCG@10 on the test queries", ylabel="method")
+    plots.legend_outside(ax, title="dataset · retriever")
+    n_q = ", ".join(f"{d}: {n} queries" for d, n in effect.groupby("dataset").n_queries.max().items())
+    plots.save_figure(fig, "10_ndcg_by_method", figures_dir, profile=profile, setting=n_q,
                       caption="Test NDCG@10 of every method (small models and test subsets)")
+    plt.show()
+
+# %% [markdown]
+# ## What we found
+#
+# **Takeaway**, read from this run's tables (`10_effectiveness`, `10_latency`,
+# `10_generated_tokens`); the key numbers are also recorded for the smoke tests.
+
+# %%
+from IPython.display import Markdown
+
+from qrlib.record import Recorder
+
+record = Recorder(run_dir, "10_evaluation")
+lines = []
+for r in effect.to_dict("records"):
+    record(f"{r['dataset']}.{r['retriever']}.{r['method']}.ndcg10", r["NDCG@10"])
+for (name, kind), grp in effect.groupby(["dataset", "retriever"]):
+    g = grp.set_index("method")["NDCG@10"]
+    best = g.idxmax()
+    raw_v = g.get("raw")
+    lines.append(f"- **{name} · {kind}**: best method {best} (NDCG@10 {g[best]:.3f})"
+                 + (f"; raw query {raw_v:.3f}" if raw_v is not None else "") + ".")
+if len(latency):
+    gen = latency[latency.generation_ms > 0]
+    for kind, grp in latency.groupby("retriever"):
+        record(f"latency.{kind}.retrieval_ms", grp.retrieval_ms.mean())
+    lines.append(
+        (f"- Generation takes {gen.generation_ms.min():.0f}-{gen.generation_ms.max():.0f} ms per "
+         f"query here, " if len(gen) else "- No method generates text in this run; ")
+        + "retrieval " + ", ".join(f"{k} {g.retrieval_ms.mean():.2f} ms"
+                                   for k, g in latency.groupby("retriever"))
+        + ": on this CPU the language model, not the search, dominates latency.")
+if len(tokens):
+    tk = tokens[tokens.mean_tokens > 0]
+    if len(tk):
+        lines.append(f"- Generated tokens per query: {tk.mean_tokens.min():.1f}-"
+                     f"{tk.mean_tokens.max():.1f} on average.")
+display(Markdown("\n".join(lines) if lines else "No rewrites in this run."))
