@@ -133,9 +133,9 @@ for r in stats.to_dict("records"):
 stats.round(2)
 
 # %% [markdown]
-# SciFact has about one relevant abstract per claim; NFCorpus has ~38 judged documents per
-# query with two grades (2 = directly cited, 1 = indirectly), so its nDCG rewards getting
-# many documents roughly right. The multi-hop sets have exactly two (HotpotQA) or two to four
+# Read the `relevant/query` and `grades` columns: SciFact has about one relevant abstract per
+# claim; NFCorpus has dozens of judged documents per query with two grades (2 = directly
+# cited, 1 = indirectly), so its nDCG rewards getting many documents roughly right. The multi-hop sets have exactly two (HotpotQA) or two to four
 # (2Wiki) gold paragraphs per question.
 
 # %%

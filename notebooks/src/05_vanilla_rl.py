@@ -461,16 +461,16 @@ print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 # %% [markdown]
 # ## What moved the needle
 #
-# Levers tried while building this notebook (short probes on SciFact train claims, BM25,
-# 8 rollouts per step; not re-run here):
+# Levers tried while building this notebook (short probes on SciFact train claims, BM25;
+# not re-run here, so described rather than quoted as numbers):
 #
 # * **Prefilling the answer layout** (`prefill`): SmolLM2-135M with a JSON-only prompt and
-#   no prefill, sampling at temperature 1.0, produced 0 of 16 format-valid completions in
-#   its first two steps (chatty or off-topic text). With the assistant turn starting at
+#   no prefill, sampling at temperature 1.0, produced no format-valid completion in its
+#   first two steps (chatty or off-topic text). With the assistant turn starting at
 #   `<answer>{"query": "` the format is mostly settled by construction, so the reward
 #   measures retrieval rather than formatting.
 # * **A worked example in the prompt**: Qwen2.5-Coder-0.5B follows the layout from the
-#   first step (7 of 8 rollouts valid) and writes keyword lists; many rewrites are close
+#   first step (almost every rollout valid) and writes keyword lists; many rewrites are close
 #   paraphrases of the claim, whose nDCG is then about that of the claim itself.
 # * **Expansion instead of rewriting** (`train_runs` mode `expand`): copying the claim
 #   gains nothing over the raw-claim score, so the reward spread within a group comes from
