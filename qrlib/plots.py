@@ -48,7 +48,7 @@ def save_figure(fig: Any, name: str, figures_dir: str | os.PathLike, *, caption:
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     stamp(fig, profile, setting)
-    full_caption = f"{caption} [profile: {profile}" + (f"; {setting}]" if setting else "]")
+    full_caption = f"{caption} [profile: {profile}]" + (f" [setting: {setting}]" if setting else "")
     for ext in ("png", "pdf"):
         with atomic_path(figures_dir / f"{name}.{ext}") as tmp:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight",
