@@ -174,3 +174,27 @@ def test_after_run_leaves_other_profiles_unpublished(tmp_path):
 def test_publishing_failure_never_fails_the_run(tmp_path, capsys):
     publish.after_run("cpu", [{"notebook": "01_x", "status": "ok"}], root=tmp_path)
     assert "publishing the cpu run failed" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- record
+def test_recorder_round_trips_key_numbers(tmp_path, capsys):
+    import numpy as np
+
+    from qrlib.errors import QrlibError
+    from qrlib.record import Recorder, read_records
+
+    rec = Recorder(tmp_path, "01_toy")
+    assert rec("ndcg", np.float64(0.5)) == 0.5
+    rec("n", np.int64(3))
+    rec("missing", float("nan"))
+    rec("table", {"a": np.array([1, 2])})
+    assert "[record] ndcg = 0.5" in capsys.readouterr().out
+    assert read_records(tmp_path, "01_toy") == {"ndcg": 0.5, "n": 3, "missing": None,
+                                                "table": {"a": [1, 2]}}
+    assert read_records(tmp_path) == {"01_toy": read_records(tmp_path, "01_toy")}
+    Recorder(tmp_path, "01_toy")                      # a new run starts afresh
+    assert not (tmp_path / "records" / "01_toy.json").exists()
+    with pytest.raises(QrlibError, match="no records of notebook 02_x"):
+        read_records(tmp_path, "02_x")
+    with pytest.raises(QrlibError, match="not JSON"):
+        Recorder(tmp_path, "01_toy")("bad", object())
