@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except QrlibError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; completed notebooks keep their markers under "
+              "runs/<profile>/done (rerun with --resume)" if args.cmd == "run"
+              else "error: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

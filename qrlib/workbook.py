@@ -13,17 +13,28 @@ No science lives here. A *profile* is one YAML file under ``params/``::
 
 Every key under ``globals`` must be declared in the ``parameters`` cell of at least one
 notebook, and every key of a notebook section in that notebook's ``parameters`` cell;
-anything else is an error naming the key. The runner always injects ``profile``,
-``run_dir``, ``figures_dir``, ``tables_dir`` and ``cache_dir`` where a notebook declares
-them.
+anything else is an error naming the key, and so is a value whose type differs from the
+default in the ``parameters`` cell (``"forty"`` for an integer, a string where a list is
+expected, ``"false"`` for a boolean; ``null`` is always accepted, an integer where a float
+is expected too). The runner always injects ``profile``, ``run_dir``, ``figures_dir``,
+``tables_dir`` and ``cache_dir`` where a notebook declares them; a profile may not set them.
+
+``--resume`` skips a notebook only when its fingerprint is unchanged: its parameters and
+source, the fingerprints of every earlier notebook of the run (whose artifacts it may
+read), the data folders it can read (file sizes and modification times) and the qrlib
+source. One ``qrlib run`` at a time may use a run folder (``runs/<name>/run.lock`` holds
+the PID); the executed copy of a notebook is ``INCOMPLETE-NN_name.ipynb`` until it has run
+to the end.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import hashlib
 import json
 import os
+import socket
 import sys
 import tempfile
 import threading
@@ -75,12 +86,28 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~current_umask())  # mkstemp makes 0600; artifacts are shared
     try:
         yield tmp_path
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask (read from /proc where possible, so no thread sees umask 0)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
@@ -167,17 +194,99 @@ def notebook_parameters(name: str) -> dict[str, Any]:
     return {k: v.get("default") for k, v in params.items()}
 
 
+_NO_DEFAULT = object()
+
+
+def _default_value(source: Any) -> Any:
+    """The Python value of a default as written in a parameters cell (``_NO_DEFAULT`` when
+    it is an expression rather than a literal)."""
+    if not isinstance(source, str):
+        return source
+    try:
+        return ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NO_DEFAULT
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", tuple: "a list", dict: "a mapping"}.get(type(value),
+                                                                    type(value).__name__)
+
+
+def check_value_type(value: Any, default: Any) -> str | None:
+    """None if ``value`` fits the type of a parameters-cell ``default``, else what was
+    expected. ``None`` on either side is always accepted; an int is accepted for a float."""
+    if value is None or default is None or default is _NO_DEFAULT:
+        return None
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+    elif isinstance(default, dict):
+        ok = isinstance(value, dict)
+    else:
+        return None
+    return None if ok else _type_name(default)
+
+
+def _type_error(where: str, key: str, value: Any, expected: str, default: Any,
+                notebook: str) -> QrlibError:
+    hint = ""
+    if expected == "a number" and isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            float(value)
+            hint = f" (YAML reads {value} as text; write it with a dot, e.g. 5.0e-5)"
+    return QrlibError(f"{where}: {key} must be {expected} like its default {default!r} in "
+                      f"{notebook}'s parameters cell, got {_type_name(value)} {value!r}{hint}")
+
+
 # --------------------------------------------------------------------------- profiles
+def _yaml_loader() -> Any:
+    """A safe YAML loader that refuses a key given twice in one mapping."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            with contextlib.suppress(TypeError):
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice in one mapping",
+                        key_node.start_mark)
+                seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     if not path.exists():
         raise QrlibError(f"profile {path} not found; profiles live in {REPO_ROOT / 'params'}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QrlibError(f"profile {path} cannot be read as UTF-8 text ({exc})") from None
+    try:
+        data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "parse error"
-        raise QrlibError(f"profile {path} is not valid YAML: {first}") from None
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        what = getattr(exc, "problem", None) or (str(exc).splitlines() or ["parse error"])[0]
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise QrlibError(f"profile {path} is not valid YAML{where}: {what}") from None
     if not isinstance(data, dict):
         raise QrlibError(f"profile {path} must be a mapping with keys {sorted(PROFILE_KEYS)}")
     return data
@@ -193,7 +302,8 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_profile(path: str | os.PathLike, *, validate: bool = True) -> dict[str, Any]:
+def load_profile(path: str | os.PathLike, *, validate: bool = True,
+                 _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read a profile (following ``extends``) and check every key against the notebooks.
 
     Raises :class:`QrlibError` naming the first unknown or malformed key.
@@ -201,13 +311,22 @@ def load_profile(path: str | os.PathLike, *, validate: bool = True) -> dict[str,
     path = Path(path)
     if not path.exists() and not path.suffix and (REPO_ROOT / "params" / f"{path}.yaml").exists():
         path = REPO_ROOT / "params" / f"{path}.yaml"
+    here = path.resolve()
+    if here in _chain:
+        cycle = " -> ".join(p.name for p in (*_chain[_chain.index(here):], here))
+        raise QrlibError(f"profile {_chain[0].name}: 'extends' forms a cycle ({cycle}); "
+                         "a profile may extend only profiles that do not lead back to it")
     data = _read_yaml(path)
     unknown = set(data) - PROFILE_KEYS
     if unknown:
         raise QrlibError(f"profile {path.name}: unknown top-level key {sorted(unknown)[0]!r}; "
                          f"accepted: {sorted(PROFILE_KEYS)}")
     if "extends" in data:
-        parent = load_profile(path.parent / str(data["extends"]), validate=False)
+        if not isinstance(data["extends"], str) or not data["extends"].strip():
+            raise QrlibError(f"profile {path.name}: 'extends' must be a profile file name such "
+                             f"as cpu.yaml, got {data['extends']!r}")
+        parent = load_profile(path.parent / data["extends"], validate=False,
+                              _chain=(*_chain, here))
         parent.pop("extends", None)
         child = {k: v for k, v in data.items() if k != "extends"}
         data = _merge(parent, child)
@@ -233,18 +352,33 @@ def validate_profile(profile: dict[str, Any], *, source: str = "profile") -> Non
     for nb, section in profile["notebooks"].items():
         if nb not in declared:
             raise QrlibError(f"{source}: unknown notebook {nb!r}; accepted: {names}")
+        if section is None:
+            section = profile["notebooks"][nb] = {}
         if not isinstance(section, dict):
             raise QrlibError(f"{source}: notebooks.{nb} must be a mapping of parameters")
-        for key in section:
+        for key, value in section.items():
+            if key in INJECTED:
+                raise QrlibError(f"{source}: notebooks.{nb}.{key} is set by the runner; "
+                                 "remove it")
             if key not in declared[nb]:
                 raise QrlibError(f"{source}: unknown key {key!r} for notebook {nb}; "
                                  f"accepted: {sorted(declared[nb])}")
+            default = _default_value(declared[nb][key])
+            expected = check_value_type(value, default)
+            if expected:
+                raise _type_error(f"{source}: notebooks.{nb}", key, value, expected, default, nb)
     every = set().union(*declared.values()) if declared else set()
-    for key in profile["globals"]:
+    for key, value in profile["globals"].items():
         if key in INJECTED:
             raise QrlibError(f"{source}: globals.{key} is set by the runner; remove it")
         if key not in every:
             raise QrlibError(f"{source}: unknown global key {key!r}; no notebook declares it")
+        for nb in names:
+            if key in declared[nb] and key not in profile["notebooks"].get(nb, {}):
+                default = _default_value(declared[nb][key])
+                expected = check_value_type(value, default)
+                if expected:
+                    raise _type_error(f"{source}: globals", key, value, expected, default, nb)
 
 
 def parameters_for(profile: dict[str, Any], name: str, declared: Mapping[str, Any],
@@ -260,10 +394,194 @@ def parameters_for(profile: dict[str, Any], name: str, declared: Mapping[str, An
 
 
 def params_hash(params: Mapping[str, Any], name: str) -> str:
-    """Fingerprint of a notebook's source and parameters, for ``--resume``."""
+    """Fingerprint of a notebook's source and parameters (one part of its fingerprint)."""
     src = (NOTEBOOK_DIR / f"{name}.ipynb").read_bytes()
     blob = json.dumps(params, sort_keys=True, default=str).encode() + src
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def qrlib_source_hash() -> str:
+    """sha256 over every file of the qrlib package (code, prompts, published numbers)."""
+    pkg = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(pkg.rglob("*")):
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"):
+            h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\1")
+    return h.hexdigest()[:16]
+
+
+def data_roots(data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Every existing folder a notebook may read datasets from (``qrlib.data``'s lookup
+    order, with the notebooks folder as the working directory)."""
+    from qrlib import data as qdata
+
+    cands = []
+    if data_dir:
+        d = Path(data_dir).expanduser()
+        cands.append(d if d.is_absolute() else NOTEBOOK_DIR / d)
+    if os.environ.get("QRLIB_DATA"):
+        cands.append(Path(os.environ["QRLIB_DATA"]))
+    cands += [NOTEBOOK_DIR / "data", REPO_ROOT / "data", qdata.REPO_ROOT / "data",
+              qdata.REPO_ROOT.parent / "shared" / "data", REPO_ROOT.parent / "shared" / "data",
+              NOTEBOOK_DIR.parent / "shared" / "data"]
+    out: list[Path] = []
+    for c in cands:
+        if c.is_dir() and c.resolve() not in out:
+            out.append(c.resolve())
+    return out
+
+
+def data_fingerprint(roots: list[Path]) -> str:
+    """Hash of the path, size and modification time of every file under ``roots``."""
+    h = hashlib.sha256()
+    for root in roots:
+        h.update(str(root).encode() + b"\0")
+        for dirpath, dirnames, files in os.walk(root):
+            dirnames.sort()
+            for f in sorted(files):
+                full = os.path.join(dirpath, f)
+                with contextlib.suppress(OSError):
+                    st = os.stat(full)
+                    h.update(f"{os.path.relpath(full, root)}\0{st.st_size}\0"
+                             f"{st.st_mtime_ns}\1".encode())
+    return h.hexdigest()[:16]
+
+
+def notebook_inputs(name: str, params: Mapping[str, Any], declared: Mapping[str, Any],
+                    run_dir: Path, *, data_cache: dict[tuple, str] | None = None
+                    ) -> dict[str, Any]:
+    """What notebook ``name``'s results depend on, each part fingerprinted.
+
+    ``params``: its parameters and source; ``upstream``: the fingerprint recorded in the
+    completion marker of every earlier notebook of the run (``None``: not complete), since a
+    notebook may read any earlier notebook's artifacts; ``data``: the data folders it can
+    read; ``qrlib``: the library source.
+    """
+    data_dir = params.get("data_dir", _default_value(declared.get("data_dir")))
+    roots = data_roots(data_dir if isinstance(data_dir, (str, os.PathLike)) else None)
+    key = tuple(roots)
+    cache = data_cache if data_cache is not None else {}
+    if key not in cache:
+        cache[key] = data_fingerprint(roots)
+    upstream = {}
+    for prev in notebook_names():
+        if prev >= name:
+            break
+        marker = run_dir / "done" / f"{prev}.json"
+        try:
+            upstream[prev] = load_json(marker).get("hash") if marker.exists() else None
+        except (OSError, ValueError):
+            upstream[prev] = None
+    return {"params": params_hash(params, name), "upstream": upstream,
+            "data": cache[key], "data_roots": [str(r) for r in roots],
+            "qrlib": qrlib_source_hash()}
+
+
+def fingerprint_of(inputs: Mapping[str, Any]) -> str:
+    """One fingerprint over :func:`notebook_inputs` (the completion marker's ``hash``)."""
+    parts = {k: inputs[k] for k in ("params", "upstream", "data", "qrlib")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """Why a notebook's completion marker no longer matches, in a few words."""
+    prev = old.get("inputs") or {}
+    if not prev:
+        return "it was completed by an older qrlib that recorded no inputs"
+    why = []
+    if prev.get("params") != new["params"]:
+        why.append("parameters or notebook source changed")
+    ups = [n for n, h in new["upstream"].items() if (prev.get("upstream") or {}).get(n) != h]
+    if ups:
+        why.append(f"earlier notebook{'s' if len(ups) > 1 else ''} {', '.join(ups)} changed")
+    if prev.get("data") != new["data"]:
+        why.append("data files changed")
+    if prev.get("qrlib") != new["qrlib"]:
+        why.append("qrlib source changed")
+    return "; ".join(why) or "fingerprint changed"
+
+
+# --------------------------------------------------------------------------- run lock
+LOCK_NAME = "run.lock"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _lock_holder(path: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8") or "{}")
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``run_dir/run.lock`` (an flock'ed file naming this PID) while a run uses
+    ``run_dir``; a second holder gets a one-line :class:`QrlibError` naming the first.
+
+    The kernel drops the flock when its holder dies, so the lock file of a killed run is
+    taken over (with a note naming the dead PID).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        fcntl = None
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            else:  # pragma: no cover
+                old = _lock_holder(path).get("pid")
+                if old and old != os.getpid() and _pid_alive(int(old)):
+                    raise BlockingIOError
+        except BlockingIOError:
+            os.close(fd)
+            h = _lock_holder(path)
+            who = f"PID {h['pid']}" if h.get("pid") else "another process"
+            if h.get("host") and h.get("host") != socket.gethostname():
+                who += f" on {h['host']}"
+            since = f" since {h['started']}" if h.get("started") else ""
+            raise QrlibError(f"run folder {run_dir} is in use by {who} (`qrlib run`{since}; "
+                             f"lock file {path}); wait for it to finish or stop it, then "
+                             "run again") from None
+        # the file may have been removed and re-created by a holder that just finished
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    old = _lock_holder(path)
+    if old.get("pid") and old.get("pid") != os.getpid():
+        state = "no longer running" if not _pid_alive(int(old["pid"])) else "not holding it"
+        print(f"[qrlib] took over the stale lock {path} of PID {old['pid']} ({state})",
+              flush=True)
+    info = {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "argv": sys.argv}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- runner
@@ -311,9 +629,11 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 log_output: bool = False) -> list[dict[str, Any]]:
     """Execute the notebooks in order with papermill, injecting the profile's parameters.
 
-    Executed notebooks go to ``runs/<name>/notebooks/``; a completion marker with the
-    parameter fingerprint goes to ``runs/<name>/done/``; wall time and peak memory of each
-    notebook are appended to ``runs/<name>/timings.csv``.
+    Executed notebooks go to ``runs/<name>/notebooks/`` (named ``INCOMPLETE-NN_name.ipynb``,
+    behind a first cell saying so, until the notebook has run to its end); a completion
+    marker with the notebook's fingerprint (see :func:`notebook_inputs`) goes to
+    ``runs/<name>/done/``; wall time and peak memory of each notebook are appended to
+    ``runs/<name>/timings.csv``. The run holds ``runs/<name>/run.lock`` throughout.
     """
     import papermill as pm
 
@@ -329,48 +649,96 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         names = [n for n in names if n in wanted]
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
-    for p in paths.values():
-        p.mkdir(parents=True, exist_ok=True)
-    save_json(profile, run_dir / "profile.json")
-    rows: list[dict[str, Any]] = []
-    for name in names:
-        declared = notebook_parameters(name)
-        params = parameters_for(profile, name, declared, root)
-        fingerprint = params_hash(params, name)
-        marker = run_dir / "done" / f"{name}.json"
-        if resume and marker.exists() and load_json(marker).get("hash") == fingerprint:
-            print(f"[qrlib] {name}: complete, skipped (--resume)", flush=True)
-            rows.append({**load_json(marker), "notebook": name, "status": "skipped"})
-            continue
-        marker.unlink(missing_ok=True)
-        out_nb = run_dir / "notebooks" / f"{name}.ipynb"
-        out_nb.parent.mkdir(parents=True, exist_ok=True)
-        print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
-        start = time.perf_counter()
-        status, error = "ok", ""
-        with _PeakMemory() as mem:
-            try:
-                pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
-                                    parameters=params, kernel_name=kernel,
-                                    cwd=str(NOTEBOOK_DIR), progress_bar=False,
-                                    log_output=log_output)
-            except pm.PapermillExecutionError as exc:
-                status, error = "failed", _failed_cell(exc)
-        wall = time.perf_counter() - start
-        row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
-               "peak_rss_mb": round(mem.peak / 2**20), "hash": fingerprint,
-               "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        _append_timing(run_dir / "timings.csv", row)
-        rows.append(row)
-        if status != "ok":
-            _print_summary(rows)
-            raise QrlibError(f"notebook {name} failed: {error} (executed copy: {out_nb})")
-        save_json(row, marker)
-    _print_summary(rows)
-    from qrlib.publish import after_run  # timing table; cpu: executed notebooks + RESULTS.md
+    with run_lock(run_dir):
+        for p in paths.values():
+            p.mkdir(parents=True, exist_ok=True)
+        save_json(profile, run_dir / "profile.json")
+        rows: list[dict[str, Any]] = []
+        data_cache: dict[tuple, str] = {}
+        for name in names:
+            declared = notebook_parameters(name)
+            params = parameters_for(profile, name, declared, root)
+            inputs = notebook_inputs(name, params, declared, run_dir, data_cache=data_cache)
+            fingerprint = fingerprint_of(inputs)
+            marker = run_dir / "done" / f"{name}.json"
+            if resume and marker.exists():
+                done = load_json(marker)
+                if done.get("hash") == fingerprint:
+                    print(f"[qrlib] {name}: complete, skipped (--resume)", flush=True)
+                    rows.append({**done, "notebook": name, "status": "skipped"})
+                    continue
+                print(f"[qrlib] {name}: runs again: {_changed(done, inputs)}", flush=True)
+            marker.unlink(missing_ok=True)
+            out_nb = run_dir / "notebooks" / f"{name}.ipynb"
+            partial_nb = out_nb.with_name(f"INCOMPLETE-{out_nb.name}")
+            out_nb.parent.mkdir(parents=True, exist_ok=True)
+            out_nb.unlink(missing_ok=True)  # an older complete copy no longer matches
+            print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
+            start = time.perf_counter()
+            status, error = "ok", ""
+            with _PeakMemory() as mem:
+                try:
+                    executed = pm.execute_notebook(
+                        _with_incomplete_banner(NOTEBOOK_DIR / f"{name}.ipynb"),
+                        str(partial_nb), parameters=params, kernel_name=kernel,
+                        cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
+                except pm.PapermillExecutionError as exc:
+                    status, error = "failed", _failed_cell(exc)
+            wall = time.perf_counter() - start
+            row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
+                   "peak_rss_mb": round(mem.peak / 2**20), "hash": fingerprint,
+                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            _append_timing(run_dir / "timings.csv", row)
+            rows.append(row)
+            if status != "ok":
+                _print_summary(rows)
+                raise QrlibError(f"notebook {name} failed: {error} (executed copy: "
+                                 f"{partial_nb})")
+            _save_complete(executed, out_nb, NOTEBOOK_DIR / f"{name}.ipynb")
+            partial_nb.unlink(missing_ok=True)
+            save_json({**row, "inputs": inputs}, marker)
+        _print_summary(rows)
+        from qrlib.publish import after_run  # timing table; cpu: executed notebooks + RESULTS.md
 
-    after_run(profile["name"], rows, root=root)
+        after_run(profile["name"], rows, root=root)
     return rows
+
+
+INCOMPLETE_CELL_ID = "qrlib-incomplete"
+
+
+def _with_incomplete_banner(path: Path) -> Any:
+    """The notebook at ``path`` behind a first cell saying this copy is incomplete.
+
+    Papermill saves the executed copy after every cell, so a copy left by a kill or a
+    failure says so itself (and is named ``INCOMPLETE-...``); the runner drops the cell once
+    the notebook has run to its end.
+    """
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    cell = nbformat.v4.new_markdown_cell(
+        "**INCOMPLETE** — this executed copy was saved while the notebook ran; it stopped "
+        "before the end (killed, interrupted or failed). Its results are not complete: run "
+        "`python -m qrlib run` again.")
+    cell.id = INCOMPLETE_CELL_ID
+    cell.metadata["qrlib"] = "incomplete-banner"
+    nb.cells.insert(0, cell)
+    nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": False}
+    return nb
+
+
+def _save_complete(nb: Any, path: Path, source: Path) -> None:
+    """Write the executed notebook without the incomplete banner, atomically."""
+    import nbformat
+
+    pm_meta = nb.metadata.get("papermill", {})
+    if "input_path" in pm_meta:  # papermill recorded the bannered notebook object itself
+        pm_meta["input_path"], pm_meta["output_path"] = str(source), str(path)
+    nb.cells = [c for c in nb.cells if c.get("id") != INCOMPLETE_CELL_ID
+                and c.get("metadata", {}).get("qrlib") != "incomplete-banner"]
+    nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": True}
+    atomic_write(path, nbformat.writes(nb))
 
 
 def _append_timing(path: Path, row: Mapping[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """The workbook runner: profiles, validation, papermill execution, resume, timings, errors."""
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,9 @@ TOY = textwrap.dedent('''\
     seed = 0
     n = 3  # how many numbers
     fail = False  # raise on purpose
+    items = ["a", "b"]  # a list parameter
+    rate = 0.5  # a float parameter
+    opt = None  # anything goes
 
     # %% [markdown]
     # # Toy notebook
@@ -164,3 +168,258 @@ def test_repo_notebooks_are_built_from_their_sources():
         assert [c.source for c in src.cells] == [c.source for c in built.cells], name
         first = built.cells[0]
         assert first.cell_type == "code" and "parameters" in first.metadata.get("tags", []), name
+
+
+
+# ----------------------------------------------------------------- profiles: hostile input
+def test_yaml_syntax_error_names_line_and_column(toy_repo):
+    prof = _profile(toy_repo, "name: x\nglobals:\n  seed: 1\n notebooks: {}\n")
+    with pytest.raises(QrlibError, match=r"not valid YAML at line \d+, column \d+") as info:
+        wb.load_profile(prof)
+    assert "\n" not in str(info.value)
+
+
+def test_duplicate_yaml_key_is_an_error(toy_repo):
+    prof = _profile(toy_repo, "name: x\nnotebooks:\n  01_toy: {n: 1}\n  01_toy: {n: 2}\n")
+    with pytest.raises(QrlibError, match=r"line 4.*'01_toy' appears twice"):
+        wb.load_profile(prof)
+
+
+def test_extends_cycle_is_an_error(toy_repo):
+    _profile(toy_repo, "extends: b.yaml\nname: a\n", "a.yaml")
+    _profile(toy_repo, "extends: a.yaml\nname: b\n", "b.yaml")
+    with pytest.raises(QrlibError, match=r"cycle \(a.yaml -> b.yaml -> a.yaml\)"):
+        wb.load_profile(toy_repo / "params" / "a.yaml")
+    _profile(toy_repo, "extends: self.yaml\nname: s\n", "self.yaml")
+    with pytest.raises(QrlibError, match="cycle"):
+        wb.load_profile(toy_repo / "params" / "self.yaml")
+
+
+@pytest.mark.parametrize("section, message", [
+    ("notebooks:\n  01_toy: {n: forty}", r"notebooks.01_toy: n must be an integer .* got a string 'forty'"),
+    ("notebooks:\n  01_toy: {n: 2.5}", "n must be an integer"),
+    ("notebooks:\n  01_toy: {n: true}", "n must be an integer"),
+    ("notebooks:\n  01_toy: {fail: 'false'}", "fail must be a boolean"),
+    ("notebooks:\n  01_toy: {fail: 0}", "fail must be a boolean"),
+    ("notebooks:\n  01_toy: {items: scifact}", "items must be a list"),
+    ("notebooks:\n  01_toy: {items: {a: 1}}", "items must be a list"),
+    ("notebooks:\n  01_toy: {rate: fast}", "rate must be a number"),
+    ("notebooks:\n  01_toy: {rate: 5e-5}", "YAML reads 5e-5 as text"),
+    ("globals: {seed: zero}", r"globals: seed must be an integer"),
+    ("notebooks:\n  01_toy: {run_dir: /tmp/elsewhere}", "notebooks.01_toy.run_dir is set by the runner"),
+    ("notebooks:\n  01_toy: {profile: other}", "set by the runner"),
+])
+def test_wrong_parameter_types_are_refused_before_any_notebook_runs(toy_repo, section, message):
+    prof = _profile(toy_repo, f"name: typed\n{section}\n")
+    with pytest.raises(QrlibError, match=message) as info:
+        wb.run_profile(prof, root=toy_repo)
+    assert "\n" not in str(info.value)
+    assert not (toy_repo / "runs" / "typed" / "notebooks").exists()
+
+
+def test_right_parameter_types_are_accepted(toy_repo):
+    prof = _profile(toy_repo, """
+        name: typed
+        globals: {seed: 3}
+        notebooks:
+          01_toy: {n: null, rate: 1, opt: [anything], items: [x], fail: false}
+        """)
+    assert wb.load_profile(prof)["notebooks"]["01_toy"]["rate"] == 1
+
+
+def test_repo_profiles_pass_the_type_checks():
+    for path in sorted((wb.REPO_ROOT / "params").glob("*.yaml")):
+        if "accelerate" not in path.name:
+            wb.load_profile(path)
+
+
+# ----------------------------------------------------------------- resume fingerprints
+CHAIN_01 = textwrap.dedent('''\
+    # %% tags=["parameters"]
+    run_dir = "../runs/dev"
+    n = 3
+
+    # %%
+    from pathlib import Path
+    from qrlib.workbook import atomic_write
+    atomic_write(Path(run_dir) / "n.txt", str(n))
+    ''')
+CHAIN_02 = textwrap.dedent('''\
+    # %% tags=["parameters"]
+    run_dir = "../runs/dev"
+    tables_dir = "../tables/dev"
+    data_dir = None
+
+    # %%
+    from pathlib import Path
+    import pandas as pd
+    from qrlib.workbook import save_table
+    n = int((Path(run_dir) / "n.txt").read_text())
+    save_table(pd.DataFrame({"i": list(range(n))}), "chain", tables_dir)
+    ''')
+
+
+@pytest.fixture()
+def chain_repo(tmp_path, monkeypatch):
+    """Two notebooks: 02 reads what 01 wrote; a data folder 02 could read."""
+    src = tmp_path / "notebooks" / "src"
+    src.mkdir(parents=True)
+    (src / "01_make.py").write_text(CHAIN_01)
+    (src / "02_use.py").write_text(CHAIN_02)
+    (tmp_path / "params").mkdir()
+    data = tmp_path / "mydata" / "toyset"
+    data.mkdir(parents=True)
+    (data / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n')
+    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    monkeypatch.setenv("QRLIB_DATA", str(tmp_path / "mydata"))
+    wb.build_notebooks()
+    return tmp_path
+
+
+def _statuses(rows):
+    return {r["notebook"]: r["status"] for r in rows}
+
+
+def test_resume_reruns_a_notebook_whose_upstream_data_or_code_changed(chain_repo, monkeypatch,
+                                                                       capsys):
+    prof = _profile(chain_repo, "name: chain\nnotebooks:\n  01_make: {n: 10}\n")
+    assert _statuses(wb.run_profile(prof, root=chain_repo)) == {"01_make": "ok", "02_use": "ok"}
+    table = chain_repo / "tables" / "chain" / "chain.csv"
+    assert len(pd.read_csv(table)) == 10
+    assert _statuses(wb.run_profile(prof, root=chain_repo, resume=True)) == {
+        "01_make": "skipped", "02_use": "skipped"}
+    # 01 reruns with other parameters: 02 read 01's artifact, so it must not be skipped
+    _profile(chain_repo, "name: chain\nnotebooks:\n  01_make: {n: 5}\n", "p.yaml")
+    capsys.readouterr()
+    assert _statuses(wb.run_profile(prof, root=chain_repo, resume=True)) == {
+        "01_make": "ok", "02_use": "ok"}
+    assert len(pd.read_csv(table)) == 5
+    assert "02_use: runs again: earlier notebook 01_make changed" in capsys.readouterr().out
+    # a data file changes (size and mtime): every notebook that can read it runs again
+    corpus = chain_repo / "mydata" / "toyset" / "corpus.jsonl"
+    corpus.write_text(corpus.read_text() + '{"_id": "d2", "text": "y"}\n')
+    rows = wb.run_profile(prof, root=chain_repo, resume=True, only=["02"])
+    assert _statuses(rows) == {"02_use": "ok"}
+    assert "data files changed" in capsys.readouterr().out
+    # the qrlib source changes
+    monkeypatch.setattr(wb, "qrlib_source_hash", lambda: "another-version")
+    rows = wb.run_profile(prof, root=chain_repo, resume=True, only=["02"])
+    assert _statuses(rows) == {"02_use": "ok"}
+    assert "qrlib source changed" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------- incomplete copies, lock
+def test_failed_notebook_copy_is_marked_incomplete(toy_repo):
+    prof = _profile(toy_repo, "name: bad\nnotebooks:\n  01_toy: {fail: true}\n")
+    with pytest.raises(QrlibError, match="INCOMPLETE-01_toy.ipynb"):
+        wb.run_profile(prof, root=toy_repo)
+    nbdir = toy_repo / "runs" / "bad" / "notebooks"
+    assert not (nbdir / "01_toy.ipynb").exists()
+    text = (nbdir / "INCOMPLETE-01_toy.ipynb").read_text()
+    assert "**INCOMPLETE**" in text
+    # once it runs to the end, the copy is complete and the banner is gone
+    _profile(toy_repo, "name: bad\n", "p.yaml")
+    wb.run_profile(prof, root=toy_repo)
+    assert not (nbdir / "INCOMPLETE-01_toy.ipynb").exists()
+    assert "INCOMPLETE" not in (nbdir / "01_toy.ipynb").read_text()
+
+
+SLOW = textwrap.dedent('''\
+    # %% tags=["parameters"]
+    run_dir = "../runs/dev"
+    tables_dir = "../tables/dev"
+    pause = 0.0
+
+    # %%
+    import time
+    import pandas as pd
+    from qrlib.workbook import save_table
+    save_table(pd.DataFrame({"x": [1, 2, 3]}), "before", tables_dir)
+
+    # %%
+    time.sleep(pause)
+
+    # %%
+    save_table(pd.DataFrame({"x": [4]}), "after", tables_dir)
+    ''')
+
+
+def test_second_run_on_a_run_folder_is_refused_and_a_kill_leaves_an_incomplete_copy(
+        tmp_path, monkeypatch, capsys):
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    src = tmp_path / "notebooks" / "src"
+    src.mkdir(parents=True)
+    (src / "01_slow.py").write_text(SLOW)
+    (tmp_path / "params").mkdir()
+    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    wb.build_notebooks()
+    prof = _profile(tmp_path, "name: slow\nnotebooks:\n  01_slow: {pause: 60.0}\n")
+    run_dir = tmp_path / "runs" / "slow"
+    code = (f"from pathlib import Path; from qrlib import workbook as wb; "
+            f"root = Path({str(tmp_path)!r}); wb.NOTEBOOK_DIR = root / 'notebooks'; "
+            f"wb.NOTEBOOK_SRC_DIR = root / 'notebooks' / 'src'; wb.REPO_ROOT = root; "
+            f"wb.run_profile({str(prof)!r}, root=root)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        before = tmp_path / "tables" / "slow" / "before.csv"
+        deadline = time.time() + 120
+        while not before.exists():  # the first cell has run; the kernel now sleeps
+            assert proc.poll() is None and time.time() < deadline, "the first run did not start"
+            time.sleep(0.2)
+        with pytest.raises(QrlibError, match=rf"in use by PID {proc.pid}\b") as info:
+            wb.run_profile(prof, root=tmp_path)
+        assert "\n" not in str(info.value)
+        from qrlib.__main__ import main
+
+        capsys.readouterr()
+        assert main(["run", str(prof)]) == 2  # the CLI: one line, exit status 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"in use by PID {proc.pid}" in err
+    finally:  # a kill mid-notebook: the runner and its kernel
+        family = [proc.pid]
+        with contextlib.suppress(psutil.Error):
+            family += [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+    nbdir = run_dir / "notebooks"
+    assert not (nbdir / "01_slow.ipynb").exists() and not (run_dir / "done").exists()
+    assert "**INCOMPLETE**" in (nbdir / "INCOMPLETE-01_slow.ipynb").read_text()
+    assert pd.read_csv(before)["x"].tolist() == [1, 2, 3]  # written atomically before the kill
+    assert not (tmp_path / "tables" / "slow" / "after.csv").exists()
+    assert not list((tmp_path / "tables" / "slow").glob(".*.tmp"))
+    # the killed run's lock file is left behind; the next run takes it over and completes
+    assert f'"pid": {proc.pid}' in (run_dir / "run.lock").read_text()
+    _profile(tmp_path, "name: slow\n", "p.yaml")
+    capsys.readouterr()
+    assert _statuses(wb.run_profile(prof, root=tmp_path)) == {"01_slow": "ok"}
+    assert f"took over the stale lock {run_dir / 'run.lock'} of PID {proc.pid}" in \
+        capsys.readouterr().out
+    assert not (run_dir / "run.lock").exists()
+    assert not (nbdir / "INCOMPLETE-01_slow.ipynb").exists() and (nbdir / "01_slow.ipynb").exists()
+
+
+def test_artifacts_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = wb.atomic_write(tmp_path / "shared.txt", "x")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        os.umask(0o077)
+        path = wb.atomic_write(tmp_path / "private.txt", "x")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
