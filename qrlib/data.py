@@ -20,17 +20,20 @@ a given path (see :mod:`qrlib.loaders`).
 """
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import os
 import random
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from qrlib import loaders
+from qrlib.collection import Dataset, doc_text
 from qrlib.errors import QrlibError
 from qrlib.sql import query_rows
 
@@ -61,72 +64,88 @@ IR_DATASETS_IDS: dict[str, dict[str, str]] = {
 
 
 # --------------------------------------------------------------------------- Dataset
-@dataclass
-class Dataset:
-    """A retrieval test collection.
-
-    ``queries`` holds only the queries with qrels in the loaded split; ``query_meta`` holds
-    each query's metadata (HotpotQA type/level, 2Wiki type, answers, ...); ``meta`` holds
-    collection-level facts (source folder, split, counts, notes on what was skipped).
-    """
-
-    name: str
-    corpus: dict[str, dict]
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-    query_meta: dict[str, dict] = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
-
-    def doc_text(self, doc_id: str) -> str:
-        """Title and body joined by one space (BEIR's convention for encoders and BM25)."""
-        return doc_text(self.corpus[doc_id])
-
-    def __repr__(self) -> str:
-        return (f"Dataset({self.name!r}, docs={len(self.corpus)}, queries={len(self.queries)}, "
-                f"qrels={sum(len(v) for v in self.qrels.values())}, "
-                f"split={self.meta.get('split')!r})")
-
-    @property
-    def doc_ids(self) -> list[str]:
-        return list(self.corpus)
-
-    def stats(self) -> dict[str, Any]:
-        """Counts used in the data-analysis notebook (docs, queries, judged per query)."""
-        judged = [len(v) for v in self.qrels.values()]
-        rel = [sum(1 for r in v.values() if r > 0) for v in self.qrels.values()]
-        return {"dataset": self.name, "split": self.meta.get("split"),
-                "docs": len(self.corpus), "queries": len(self.queries),
-                "qrels": sum(judged),
-                "judged_per_query": sum(judged) / max(len(judged), 1),
-                "relevant_per_query": sum(rel) / max(len(rel), 1)}
-
-
-def doc_text(doc: dict | str) -> str:
-    """``title + " " + text`` of a corpus entry (a bare string is returned unchanged)."""
-    if isinstance(doc, str):
-        return doc
-    title = (doc.get("title") or "").strip()
-    text = (doc.get("text") or "").strip()
-    return f"{title} {text}".strip() if title else text
+# Dataset and doc_text live in qrlib.collection (shared with qrlib.loaders); re-exported here.
 
 
 # --------------------------------------------------------------------------- readers
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+#: What to do with an id seen twice in one file: "error" (default) or "first" (keep the
+#: first copy, count the others in ``meta``).
+DUPLICATE_POLICIES = ("error", "first")
 
 
-def _iter_jsonl(path: Path) -> Iterator[dict]:
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise QrlibError(f"{path}:{lineno} is not valid JSON ({exc.msg})") from None
+def _check_policy(on_duplicate: str) -> None:
+    if on_duplicate not in DUPLICATE_POLICIES:
+        raise QrlibError(f"on_duplicate must be one of {', '.join(DUPLICATE_POLICIES)}, got "
+                         f"{on_duplicate!r}")
+
+
+def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of a UTF-8 text file, gzip-compressed if it ends
+    in ``.gz``. Undecodable bytes, a fake or truncated gzip stream: one-line
+    :class:`QrlibError` naming the file and line."""
+    lineno = 0
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    yield lineno, raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    hint = ("; it is gzip-compressed: name it " + path.name + ".gz"
+                            if lineno == 1 and raw[:2] == b"\x1f\x8b" else
+                            "; re-save it as UTF-8")
+                    raise QrlibError(f"{path}:{lineno}: not UTF-8 text (byte "
+                                     f"0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                                     f"{hint}") from None
+    except gzip.BadGzipFile as exc:
+        raise QrlibError(f"{path}: not a gzip file ({exc}); re-download it, or drop the .gz "
+                         "suffix if it is plain text") from None
+    except EOFError:
+        raise QrlibError(f"{path}: the gzip stream ends early, after line {lineno} (a "
+                         "truncated download?); re-download or re-create the file") from None
+    except zlib.error as exc:
+        raise QrlibError(f"{path}: corrupt gzip data after line {lineno} ({exc}); "
+                         "re-download or re-create the file") from None
+    except OSError as exc:
+        raise QrlibError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, record) of a JSON-lines file; each line must be one JSON object."""
+    for lineno, line in _iter_lines(path):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise QrlibError(f"{path}:{lineno} is not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise QrlibError(f"{path}:{lineno} is not valid JSON (nested too deeply)") from None
+        if not isinstance(rec, dict):
+            raise QrlibError(f"{path}:{lineno}: expected one JSON object per line, got a JSON "
+                             f"{type(rec).__name__}")
+        yield lineno, rec
+
+
+def _record_id(path: Path, lineno: int, rec: dict) -> str:
+    if "_id" not in rec:
+        raise QrlibError(f"{path}:{lineno}: record has no '_id' field; BEIR lines look like "
+                         '{"_id": "...", "text": "..."}')
+    rid = rec["_id"]
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)) or str(rid) == "":
+        raise QrlibError(f"{path}:{lineno}: '_id' must be a non-empty string or integer, got "
+                         f"{rid!r}")
+    return str(rid)
+
+
+def _text_field(path: Path, lineno: int, rec: dict, key: str) -> str:
+    val = rec.get(key)
+    if val is None:
+        return ""
+    if not isinstance(val, str):
+        raise QrlibError(f"{path}:{lineno}: field {key!r} must be a string, got "
+                         f"{type(val).__name__}")
+    return val
 
 
 def _first_existing(folder: Path, names: Sequence[str]) -> Path | None:
@@ -136,52 +155,106 @@ def _first_existing(folder: Path, names: Sequence[str]) -> Path | None:
     return None
 
 
-def read_corpus(path: str | os.PathLike) -> dict[str, dict]:
-    """BEIR ``corpus.jsonl[.gz]`` -> ``{doc_id: {"title", "text"}}``."""
+def read_corpus(path: str | os.PathLike, *, on_duplicate: str = "error",
+                stats: dict | None = None) -> dict[str, dict]:
+    """BEIR ``corpus.jsonl[.gz]`` -> ``{doc_id: {"title", "text"}}``.
+
+    A document id given twice is an error naming both lines' file and the second line;
+    ``on_duplicate="first"`` keeps the first copy and counts the others in
+    ``stats["duplicate_doc_ids_dropped"]`` (the old silent last-copy-wins changed scores).
+    """
+    _check_policy(on_duplicate)
+    path = Path(path)
     corpus: dict[str, dict] = {}
-    for rec in _iter_jsonl(Path(path)):
-        corpus[str(rec["_id"])] = {"title": rec.get("title") or "", "text": rec.get("text") or ""}
+    dropped = 0
+    for lineno, rec in _iter_jsonl(path):
+        did = _record_id(path, lineno, rec)
+        doc = {"title": _text_field(path, lineno, rec, "title"),
+               "text": _text_field(path, lineno, rec, "text")}
+        if did in corpus:
+            if on_duplicate == "error":
+                raise QrlibError(f"{path}:{lineno}: document id {did!r} appears a second time; "
+                                 "fix the file, or load with on_duplicate='first' to keep the "
+                                 "first copy")
+            dropped += 1
+            continue
+        corpus[did] = doc
+    if stats is not None:
+        stats["duplicate_doc_ids_dropped"] = dropped
     return corpus
 
 
-def read_queries(path: str | os.PathLike) -> tuple[dict[str, str], dict[str, dict]]:
-    """BEIR ``queries.jsonl`` -> (``{qid: text}``, ``{qid: metadata}``)."""
+def read_queries(path: str | os.PathLike, *, on_duplicate: str = "error",
+                 stats: dict | None = None) -> tuple[dict[str, str], dict[str, dict]]:
+    """BEIR ``queries.jsonl`` -> (``{qid: text}``, ``{qid: metadata}``).
+
+    Duplicated query ids follow ``on_duplicate`` as in :func:`read_corpus`.
+    """
+    _check_policy(on_duplicate)
+    path = Path(path)
     texts: dict[str, str] = {}
     meta: dict[str, dict] = {}
-    for rec in _iter_jsonl(Path(path)):
-        qid = str(rec["_id"])
-        texts[qid] = rec.get("text") or ""
-        meta[qid] = rec.get("metadata") or {}
+    dropped = 0
+    for lineno, rec in _iter_jsonl(path):
+        qid = _record_id(path, lineno, rec)
+        if qid in texts:
+            if on_duplicate == "error":
+                raise QrlibError(f"{path}:{lineno}: query id {qid!r} appears a second time; "
+                                 "fix the file, or load with on_duplicate='first' to keep the "
+                                 "first copy")
+            dropped += 1
+            continue
+        texts[qid] = _text_field(path, lineno, rec, "text")
+        md = rec.get("metadata")
+        meta[qid] = md if isinstance(md, dict) else {}
+    if stats is not None:
+        stats["duplicate_query_ids_dropped"] = dropped
     return texts, meta
+
+
+def _grade(path: Path, lineno: int, rel: str) -> int:
+    try:
+        return int(rel)
+    except ValueError:
+        pass
+    try:
+        val = float(rel)
+    except ValueError:
+        val = float("nan")
+    if val != val or val in (float("inf"), float("-inf")) or not val.is_integer():
+        raise QrlibError(f"{path}:{lineno}: relevance grade {rel!r} is not an integer; qrels "
+                         "grades are integers (0 = judged not relevant)")
+    return int(val)
 
 
 def read_qrels(path: str | os.PathLike) -> dict[str, dict[str, int]]:
     """BEIR ``qrels/<split>.tsv`` (header ``query-id corpus-id score``) -> nested dict.
 
-    Also accepts TREC qrels (``qid 0 docid rel``, whitespace separated, no header).
+    Also accepts TREC qrels (``qid 0 docid rel``, whitespace separated, no header). A row
+    with another number of fields or a non-integer grade is an error naming file and line.
     """
     path = Path(path)
     qrels: dict[str, dict[str, int]] = {}
-    with _open_text(path) as fh:
-        first = fh.readline()
-        rows: Iterable[list[str]]
-        if "\t" in first:
-            reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-            head = first.rstrip("\n").split("\t")
-            rows = reader if head[0] == "query-id" else [head, *reader]
-        else:
-            rows = [first.split(), *(line.split() for line in fh)]
-        for row in rows:
-            if not row or not row[0]:
+    tabs = None
+    for lineno, line in _iter_lines(path):
+        line = line.rstrip("\r\n")
+        if tabs is None:
+            if not line.strip():
                 continue
-            if len(row) == 3:
-                qid, did, rel = row
-            elif len(row) == 4:  # TREC: qid iter docid rel
-                qid, _, did, rel = row
-            else:
-                raise QrlibError(f"{path}: qrels row {row!r} has {len(row)} fields; expected "
-                                 "3 (BEIR tsv) or 4 (TREC)")
-            qrels.setdefault(qid, {})[did] = int(float(rel))
+            tabs = "\t" in line
+        row = line.split("\t") if tabs else line.split()
+        if not row or not row[0].strip():
+            continue
+        if row[0] == "query-id" and not qrels:
+            continue  # header
+        if len(row) == 3:
+            qid, did, rel = row
+        elif len(row) == 4:  # TREC: qid iter docid rel
+            qid, _, did, rel = row
+        else:
+            raise QrlibError(f"{path}:{lineno}: qrels row {row!r} has {len(row)} fields; "
+                             "expected 3 (BEIR tsv) or 4 (TREC)")
+        qrels.setdefault(qid, {})[did] = _grade(path, lineno, rel.strip())
     return qrels
 
 
@@ -240,13 +313,23 @@ def _is_ir_datasets_id(raw: str) -> bool:
         return False
 
 
-def load_ir_datasets(ds_id: str, name: str | None = None) -> Dataset:
+def load_ir_datasets(ds_id: str, name: str | None = None, *,
+                     on_duplicate: str = "error") -> Dataset:
     """Load a collection through ``ir_datasets`` (downloads on first use; needs network)."""
     import ir_datasets
 
+    _check_policy(on_duplicate)
     ds = ir_datasets.load(ds_id)
-    corpus = {d.doc_id: {"title": getattr(d, "title", "") or "", "text": d.text}
-              for d in ds.docs_iter()}
+    corpus: dict[str, dict] = {}
+    dup = 0
+    for d in ds.docs_iter():
+        if d.doc_id in corpus:
+            if on_duplicate == "error":
+                raise QrlibError(f"ir_datasets:{ds_id}: document id {d.doc_id!r} appears twice; "
+                                 "load with on_duplicate='first' to keep the first copy")
+            dup += 1
+            continue
+        corpus[d.doc_id] = {"title": getattr(d, "title", "") or "", "text": d.text}
     qrels: dict[str, dict[str, int]] = {}
     for q in ds.qrels_iter():
         qrels.setdefault(q.query_id, {})[q.doc_id] = int(q.relevance)
@@ -257,14 +340,37 @@ def load_ir_datasets(ds_id: str, name: str | None = None) -> Dataset:
             queries[q.query_id] = q.text
             qmeta[q.query_id] = {k: v for k, v in q._asdict().items()
                                  if k not in ("query_id", "text")}
-    return Dataset(name or ds_id, corpus, queries, qrels, qmeta,
-                   {"source": f"ir_datasets:{ds_id}", "split": ds_id.rsplit("/", 1)[-1]})
+    meta = {"source": f"ir_datasets:{ds_id}", "split": ds_id.rsplit("/", 1)[-1],
+            "duplicate_doc_ids_dropped": dup}
+    meta.update(_load_counts(corpus, queries, qrels))
+    return _reported(Dataset(name or ds_id, corpus, queries, qrels, qmeta, meta))
+
+
+def _load_counts(corpus: dict, queries: dict, qrels: dict) -> dict[str, int]:
+    """Counts of questionable entries a loader reports (see :meth:`Dataset.notes`)."""
+    return {"empty_queries": sum(1 for t in queries.values() if not t.strip()),
+            "qrels_docs_missing_from_corpus": sum(1 for q in queries for d in qrels.get(q, {})
+                                                  if d not in corpus)}
+
+
+def _reported(ds: Dataset) -> Dataset:
+    """Print the dataset's load notes (if any) on stderr: never silent, one line."""
+    notes = ds.notes()
+    if notes:
+        print(f"[qrlib] note: {ds.name} ({ds.meta.get('split')}): {'; '.join(notes)}",
+              file=sys.stderr, flush=True)
+    return ds
 
 
 # --------------------------------------------------------------------------- loading
 def load_beir_folder(folder: str | os.PathLike, split: str = "test", *,
-                     name: str | None = None) -> Dataset:
-    """Load a BEIR folder. Queries without qrels in ``split`` are dropped (counted in meta)."""
+                     name: str | None = None, on_duplicate: str = "error") -> Dataset:
+    """Load a BEIR folder. Queries without qrels in ``split`` are dropped (counted in meta).
+
+    Malformed files raise one line naming file and line; duplicated ids follow
+    ``on_duplicate`` (see :func:`read_corpus`). Empty queries and qrels pointing at
+    documents missing from the corpus are kept, counted in ``meta`` and printed as a note.
+    """
     folder = Path(folder)
     name = name or folder.name
     corpus_path = _first_existing(folder, ("corpus.jsonl.gz", "corpus.jsonl"))
@@ -277,18 +383,18 @@ def load_beir_folder(folder: str | os.PathLike, split: str = "test", *,
     if not qrels_path.exists():
         raise QrlibError(f"dataset {name!r} has no split {split!r} ({qrels_path} missing); "
                          f"available splits: {', '.join(splits) or 'none'}")
-    corpus = read_corpus(corpus_path)
-    all_q, all_meta = read_queries(queries_path)
+    counts: dict[str, int] = {}
+    corpus = read_corpus(corpus_path, on_duplicate=on_duplicate, stats=counts)
+    all_q, all_meta = read_queries(queries_path, on_duplicate=on_duplicate, stats=counts)
     qrels_all = read_qrels(qrels_path)
     missing_q = sorted(q for q in qrels_all if q not in all_q)
     qrels = {q: r for q, r in qrels_all.items() if q in all_q}
-    missing_docs = sum(1 for r in qrels.values() for d in r if d not in corpus)
     queries = {q: all_q[q] for q in all_q if q in qrels}
     qmeta = {q: all_meta[q] for q in queries}
     meta: dict[str, Any] = {
         "source": str(folder), "split": split, "available_splits": splits,
         "queries_in_file": len(all_q), "qrels_queries_without_text": len(missing_q),
-        "qrels_docs_missing_from_corpus": missing_docs,
+        **_load_counts(corpus, queries, qrels), **counts,
     }
     # Multi-hop sets also record the split in metadata; the qrels file decides, we check.
     tagged = [q for q in queries if isinstance(qmeta[q], dict) and "split" in qmeta[q]]
@@ -297,20 +403,24 @@ def load_beir_folder(folder: str | os.PathLike, split: str = "test", *,
     prov = folder / "PROVENANCE.md"
     if prov.exists():
         meta["provenance"] = str(prov)
-    return Dataset(name, corpus, queries, qrels, qmeta, meta)
+    return _reported(Dataset(name, corpus, queries, qrels, qmeta, meta))
 
 
 def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
                  data_dir: str | os.PathLike | None = None,
                  extra_corpora: Sequence[str | os.PathLike] | None = None,
-                 use_ir_datasets: bool = True, **loader_kwargs: Any) -> Dataset:
+                 use_ir_datasets: bool = True, on_duplicate: str = "error",
+                 **loader_kwargs: Any) -> Dataset:
     """Load a dataset by name or folder path (lookup order in the module docstring).
 
     ``extra_corpora`` pools other paragraph collections into the corpus as additional
     distractors (e.g. hotpotqa-mini + 2wikimultihopqa-mini): their queries are not added.
     ``multihop-rag`` and ``topiocqa`` are read from a folder holding their official files
     (``data_dir/<name>``, ``$QRLIB_DATA/<name>`` ...); ``loader_kwargs`` go to their loader.
+    ``on_duplicate``: ``"error"`` (default) when a document or query id appears twice in a
+    file, or ``"first"`` to keep the first copy (the count is reported in ``meta``).
     """
+    _check_policy(on_duplicate)
     if name_or_path is None or str(name_or_path).strip() == "":
         raise QrlibError("dataset name is empty; give a name such as "
                          f"{', '.join(KNOWN_DATASETS)} or a BEIR folder path")
@@ -326,8 +436,6 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
     ds: Dataset | None = None
     searched: list[str] = []
     if key in ("multihop-rag", "multihoprag", "topiocqa") and not as_path:
-        from qrlib import loaders
-
         for cand in candidate_dirs(name, data_dir):
             searched.append(str(cand))
             if cand.is_dir():
@@ -339,11 +447,9 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
                              f"; put its official files in one of these folders")
     elif as_path:
         if key in ("multihop-rag", "multihoprag") or (path / "MultiHopRAG.json").exists():
-            from qrlib.loaders import load_multihop_rag
-
-            ds = load_multihop_rag(path, split=split, **loader_kwargs)
+            ds = loaders.load_multihop_rag(path, split=split, **loader_kwargs)
         elif _is_beir_folder(path):
-            ds = load_beir_folder(path, split, name=path.name)
+            ds = load_beir_folder(path, split, name=path.name, on_duplicate=on_duplicate)
         else:
             raise QrlibError(f"{path} is a folder but not a BEIR folder (corpus.jsonl[.gz], "
                              "queries.jsonl, qrels/<split>.tsv)")
@@ -354,7 +460,7 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
         for cand in candidate_dirs(name, data_dir):
             searched.append(str(cand))
             if _is_beir_folder(cand):
-                ds = load_beir_folder(cand, split, name=name)
+                ds = load_beir_folder(cand, split, name=name, on_duplicate=on_duplicate)
                 break
         if ds is None:
             ird = ir_datasets_id(name, split) if use_ir_datasets else None
@@ -362,7 +468,7 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
                 searched.append(f"ir_datasets (no id for {name!r}/{split!r})")
             else:
                 try:
-                    ds = load_ir_datasets(ird, name)
+                    ds = load_ir_datasets(ird, name, on_duplicate=on_duplicate)
                 except Exception as exc:  # noqa: BLE001 - network, missing id, ...
                     reason = " ".join(str(exc).split())[:120] or type(exc).__name__
                     searched.append(f"ir_datasets:{ird} ({type(exc).__name__}: {reason})")
@@ -371,12 +477,14 @@ def load_dataset(name_or_path: str | os.PathLike, split: str = "test", *,
                              f"{'; '.join(searched)}; known offline names: "
                              f"{', '.join(KNOWN_DATASETS)}; set QRLIB_DATA or data_dir")
     if extra_corpora:
-        ds = add_distractor_corpora(ds, extra_corpora, data_dir=data_dir)
+        ds = add_distractor_corpora(ds, extra_corpora, data_dir=data_dir,
+                                    on_duplicate=on_duplicate)
     return ds
 
 
 def add_distractor_corpora(ds: Dataset, extra: Sequence[str | os.PathLike | Dataset], *,
-                           data_dir: str | os.PathLike | None = None) -> Dataset:
+                           data_dir: str | os.PathLike | None = None,
+                           on_duplicate: str = "error") -> Dataset:
     """Pool further paragraph collections into ``ds.corpus`` as distractors.
 
     Ids are namespaced by construction (``hp_``/``2w_`` + sha1(title)); an id seen in both
@@ -387,8 +495,8 @@ def add_distractor_corpora(ds: Dataset, extra: Sequence[str | os.PathLike | Data
     added: dict[str, int] = {}
     shared: dict[str, int] = {}
     for item in extra:
-        other = item if isinstance(item, Dataset) else load_dataset(item, "test", data_dir=data_dir,
-                                                                     use_ir_datasets=False)
+        other = item if isinstance(item, Dataset) else load_dataset(
+            item, "test", data_dir=data_dir, use_ir_datasets=False, on_duplicate=on_duplicate)
         n_new = n_same = 0
         for did, doc in other.corpus.items():
             if did in corpus:

@@ -1,7 +1,7 @@
 """Loaders for collections with no offline copy here: MultiHop-RAG and TopiOCQA.
 
 Both read the *official* release files from a folder (or from the Hugging Face hub when
-online, via ``datasets``) and return a :class:`qrlib.data.Dataset`.
+online, via ``datasets``) and return a :class:`qrlib.collection.Dataset` (also importable as ``qrlib.data.Dataset``).
 
 MultiHop-RAG (Tang & Yang, COLM 2024; github.com/yixuantt/MultiHop-RAG):
   ``corpus.json`` — list of news articles ``{title, author, source, published_at,
@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from qrlib.data import Dataset
+from qrlib.collection import Dataset
 from qrlib.errors import QrlibError
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -151,14 +151,25 @@ def multihop_rag_ap(ranked_texts: Sequence[str], facts: Sequence[str], k: int = 
 
 # --------------------------------------------------------------------------- MultiHop-RAG
 def _read_json_records(path: Path) -> list[dict]:
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise QrlibError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+                         "re-save it as UTF-8") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        try:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise QrlibError(f"{path} is neither a JSON list nor JSON lines ({exc.msg})") from None
+        data = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise QrlibError(f"{path}:{lineno}: neither a JSON list nor JSON lines "
+                                 f"({exc.msg})") from None
     if isinstance(data, dict):
         data = data.get("data", list(data.values()))
     if not isinstance(data, list):

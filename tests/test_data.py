@@ -96,7 +96,7 @@ def test_ir_datasets_mapping_without_network():
 def test_falls_back_to_ir_datasets(monkeypatch, tmp_path):
     calls = []
 
-    def fake(ds_id, name=None):
+    def fake(ds_id, name=None, on_duplicate="error"):
         calls.append(ds_id)
         return Dataset(name, {"d": {"title": "", "text": "x"}}, {"q": "x"}, {"q": {"d": 1}})
 
@@ -237,3 +237,142 @@ def test_broken_folders_give_one_line_errors(tmp_path):
     (tmp_path / "half" / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{broken\n')
     with pytest.raises(QrlibError, match=r"corpus.jsonl:2 is not valid JSON"):
         load_dataset(tmp_path / "half")
+
+
+# ------------------------------------------------------------------ hostile files
+def _beir(tmp_path, corpus: bytes | str, queries: str | None = None, qrels: str | None = None,
+          gz: bool = False):
+    """A BEIR folder with the given file contents; returns the folder."""
+    import gzip
+
+    folder = tmp_path / "bad"
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    raw = corpus.encode() if isinstance(corpus, str) else corpus
+    if gz:
+        (folder / "corpus.jsonl.gz").write_bytes(gzip.compress(raw))
+    else:
+        (folder / "corpus.jsonl").write_bytes(raw)
+    (folder / "queries.jsonl").write_text(
+        queries if queries is not None else '{"_id": "q1", "text": "a query"}\n')
+    (folder / "qrels" / "test.tsv").write_text(
+        qrels if qrels is not None else "query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    return folder
+
+
+GOOD = '{"_id": "d1", "text": "one"}\n{"_id": "d2", "text": "two"}\n'
+
+
+@pytest.mark.parametrize("corpus, message", [
+    (GOOD.encode() + b'{"_id": "d3", "text": "caf\xe9"}\n',
+     r"corpus.jsonl:3: not UTF-8 text \(byte 0xe9"),
+    (GOOD + '{"title": "no id", "text": "x"}\n', r"corpus.jsonl:3: record has no '_id' field"),
+    (GOOD + '["d3", "a list"]\n', r"corpus.jsonl:3: expected one JSON object per line, got a JSON list"),
+    (GOOD + '{"_id": null, "text": "x"}\n', r"corpus.jsonl:3: '_id' must be"),
+    (GOOD + '{"_id": "d3", "text": 7}\n', r"corpus.jsonl:3: field 'text' must be a string"),
+])
+def test_malformed_corpus_lines_name_file_and_line(tmp_path, corpus, message):
+    with pytest.raises(QrlibError, match=message) as info:
+        load_dataset(_beir(tmp_path, corpus))
+    assert "\n" not in str(info.value)
+
+
+def test_truncated_and_fake_gzip_corpus(tmp_path):
+    import gzip
+
+    many = "".join(f'{{"_id": "d{i}", "text": "document number {i}"}}\n' for i in range(1, 3000))
+    folder = _beir(tmp_path, many, gz=True)
+    blob = (folder / "corpus.jsonl.gz").read_bytes()
+    (folder / "corpus.jsonl.gz").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(QrlibError, match=r"corpus.jsonl.gz: the gzip stream ends early, after "
+                                         r"line \d+ \(a truncated download\?\)"):
+        load_dataset(folder)
+    (folder / "corpus.jsonl.gz").write_bytes(GOOD.encode())  # plain text named .gz
+    with pytest.raises(QrlibError, match=r"corpus.jsonl.gz: not a gzip file"):
+        load_dataset(folder)
+    (folder / "corpus.jsonl.gz").unlink()
+    (folder / "corpus.jsonl").write_bytes(gzip.compress(GOOD.encode()))  # gzip named .jsonl
+    with pytest.raises(QrlibError, match=r"corpus.jsonl:1: not UTF-8 .* gzip-compressed"):
+        load_dataset(folder)
+
+
+@pytest.mark.parametrize("qrels, message", [
+    ("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\thigh\n", r"test.tsv:3: relevance grade 'high'"),
+    ("query-id\tcorpus-id\tscore\nq1\td1\t1.5\n", r"test.tsv:2: relevance grade '1.5' is not an integer"),
+    ("query-id\tcorpus-id\tscore\nq1\td1\n", r"test.tsv:2: qrels row .* has 2 fields"),
+])
+def test_malformed_qrels_name_file_and_line(tmp_path, qrels, message):
+    with pytest.raises(QrlibError, match=message):
+        load_dataset(_beir(tmp_path, GOOD, qrels=qrels))
+
+
+def test_integral_float_grades_and_trec_qrels_still_load(tmp_path):
+    ds = load_dataset(_beir(tmp_path, GOOD, qrels="q1 0 d1 1.0\nq1 0 d2 0\n"))
+    assert ds.qrels == {"q1": {"d1": 1, "d2": 0}}
+
+
+def test_queries_file_errors_name_line(tmp_path):
+    with pytest.raises(QrlibError, match=r"queries.jsonl:2: record has no '_id'"):
+        load_dataset(_beir(tmp_path, GOOD, queries='{"_id": "q1", "text": "a"}\n{"text": "b"}\n'))
+
+
+def test_duplicate_document_ids_are_an_error_or_an_explicit_reported_policy(tmp_path, capsys):
+    corpus = GOOD + '{"_id": "d1", "text": "an impostor copy of d1"}\n'
+    folder = _beir(tmp_path, corpus)
+    with pytest.raises(QrlibError, match=r"corpus.jsonl:3: document id 'd1' appears a second "
+                                         r"time.*on_duplicate='first'"):
+        load_dataset(folder)
+    ds = load_dataset(folder, on_duplicate="first")
+    assert ds.corpus["d1"]["text"] == "one"  # the first copy, not the last
+    assert ds.meta["duplicate_doc_ids_dropped"] == 1
+    assert "1 duplicated document ids (first copy kept)" in capsys.readouterr().err
+    assert "duplicated document ids" in ds.summary()
+    with pytest.raises(QrlibError, match="on_duplicate must be one of error, first"):
+        load_dataset(folder, on_duplicate="last")
+
+
+def test_empty_queries_and_qrels_to_missing_docs_are_counted_and_reported(tmp_path, capsys):
+    queries = '{"_id": "q1", "text": "a query"}\n{"_id": "q2", "text": "   "}\n'
+    qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tgone\t1\nq2\td2\t1\nq2\tmissing\t2\n"
+    ds = load_dataset(_beir(tmp_path, GOOD, queries=queries, qrels=qrels))
+    assert ds.meta["empty_queries"] == 1 and ds.meta["qrels_docs_missing_from_corpus"] == 2
+    err = capsys.readouterr().err
+    assert "1 empty queries" in err and "2 qrels point at documents missing from the corpus" in err
+    assert "notes=" in repr(ds) and "1 empty queries" in ds.summary()
+
+
+def test_clean_datasets_load_quietly(shared_data, capsys):
+    for name in qdata.KNOWN_DATASETS:
+        ds = load_dataset(name, "test", data_dir=shared_data)
+        assert ds.notes() == [], name
+    assert capsys.readouterr().err == ""
+    assert load_spider(shared_data / "spider-dev").meta["n_usable"] == 972
+
+
+def test_multihop_rag_non_utf8_file_names_line(tmp_path):
+    (tmp_path / "corpus.json").write_bytes(b'[{"title": "t", "body": "b"}]\n')
+    (tmp_path / "MultiHopRAG.json").write_bytes(b'{"query": "q"}\n{"query": "caf\xe9"}\n')
+    with pytest.raises(QrlibError, match=r"MultiHopRAG.json:2: not UTF-8"):
+        load_multihop_rag(tmp_path)
+
+
+def test_no_import_cycle_between_data_and_loaders():
+    """qrlib.data may use qrlib.loaders, or the reverse, but not both (even lazily)."""
+    import ast
+    from pathlib import Path
+
+    def imports(mod: str) -> set[str]:
+        tree = ast.parse((Path(qdata.__file__).parent / f"{mod}.py").read_text())
+        out = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                out.add(node.module)
+                out.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+        return out
+
+    data_uses = imports("data")
+    loaders_uses = imports("loaders")
+    assert not ("qrlib.loaders" in data_uses and "qrlib.data" in loaders_uses)
+    assert "qrlib.data" not in loaders_uses
+    assert Dataset is __import__("qrlib.loaders", fromlist=["Dataset"]).Dataset
