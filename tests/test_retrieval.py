@@ -157,3 +157,95 @@ def test_embedding_cache_is_per_document(dense, dense_cache, monkeypatch):
     sup = DenseRetriever({**DOCS, **extra}, cache_dir=dense_cache, show_progress=False)
     assert not sup.loaded_from_cache and encoded == ["Waves crash on the rocky shore."]
     assert np.allclose(sup.embeddings[:4], dense.embeddings)
+
+
+# ------------------------------------------------------------------ parameters, caches
+def test_build_retriever_rejects_unknown_parameters():
+    with pytest.raises(QrlibError, match=r"build_retriever\('dense'\): unknown parameter "
+                                         r"'hnsw_mm'") as info:
+        build_retriever("dense", CORPUS, hnsw_mm=32)
+    assert "\n" not in str(info.value) and "hnsw_m" in str(info.value)
+    with pytest.raises(QrlibError, match=r"unknown parameter 'k_1'"):
+        build_retriever("bm25", CORPUS, k_1=0.9)
+    # a parameter of another retriever kind is still ignored (one section, several kinds)
+    assert build_retriever("bm25", CORPUS, model="minilm", k1=0.9).k1 == 0.9
+
+
+def _perturbed_copy(src, dest, scale):
+    """A copy of an encoder folder whose word embeddings are scaled (other weights, same name)."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(src, dest)
+    weights = load_file(str(dest / "model.safetensors"))
+    key = next(k for k in weights if "word_embeddings" in k)
+    weights[key] = (weights[key] * scale).astype(weights[key].dtype)
+    save_file(weights, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
+
+
+def test_embedding_cache_is_keyed_by_encoder_weights_not_folder_name(tmp_path):
+    """Two different encoders in folders of the same name must not share cached vectors."""
+    from qrlib.retrieval import offline_minilm_path
+
+    a = _perturbed_copy(offline_minilm_path(), tmp_path / "a" / "encoder", 1.0)
+    b = _perturbed_copy(offline_minilm_path(), tmp_path / "b" / "encoder", 0.3)
+    cache = tmp_path / "cache"
+    ra = DenseRetriever(DOCS, model=str(a), cache_dir=cache, show_progress=False)
+    rb = DenseRetriever(DOCS, model=str(b), cache_dir=cache, show_progress=False)
+    fresh_b = DenseRetriever(DOCS, model=str(b), cache_dir=False, show_progress=False)
+    assert not rb.loaded_from_cache and ra.cache_path != rb.cache_path
+    assert np.abs(ra.embeddings - fresh_b.embeddings).max() > 0.01  # the encoders differ
+    assert np.allclose(rb.embeddings, fresh_b.embeddings, atol=1e-5)
+    again = DenseRetriever(DOCS, model=str(b), cache_dir=cache, show_progress=False)
+    assert again.loaded_from_cache and np.array_equal(again.embeddings, rb.embeddings)
+
+
+def test_corrupt_embedding_shard_is_rebuilt_with_a_note(dense, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    first = DenseRetriever(DOCS, cache_dir=cache, show_progress=False)
+    (shard,) = first.cache_path.glob("shard-*.npz")
+    shard.write_bytes(shard.read_bytes()[:200])  # truncated (a killed copy, a full disk)
+    capsys.readouterr()
+    again = DenseRetriever(DOCS, cache_dir=cache, show_progress=False)
+    assert f"embedding cache file {shard} is unreadable" in capsys.readouterr().err
+    assert not again.loaded_from_cache
+    assert np.allclose(again.embeddings, dense.embeddings, atol=1e-5)
+    assert DenseRetriever(DOCS, cache_dir=cache, show_progress=False).loaded_from_cache
+
+
+def test_legacy_name_keyed_cache_is_reused_only_after_checking_vectors(dense, tmp_path, capsys):
+    import shutil
+
+    cache = tmp_path / "cache"
+    legacy = cache / "embeddings" / f"all-MiniLM-L6-v2-msl{dense.encoder.max_seq_length}"
+    legacy.mkdir(parents=True)
+    for shard in dense.cache_path.glob("shard-*.npz"):
+        shutil.copy(shard, legacy / shard.name)
+    r = DenseRetriever(DOCS, cache_dir=cache, show_progress=False)
+    assert r.loaded_from_cache and np.allclose(r.embeddings, dense.embeddings, atol=1e-5)
+    assert "checked against the encoder" in capsys.readouterr().err
+    # a legacy cache written by another encoder under the same name is not reused
+    cache2 = tmp_path / "cache2"
+    legacy2 = cache2 / "embeddings" / legacy.name
+    legacy2.mkdir(parents=True)
+    from qrlib.retrieval import EmbeddingStore
+
+    EmbeddingStore(legacy2).add([d["text"] for d in DOCS.values()],
+                                np.roll(dense.embeddings, 1, axis=1))
+    r2 = DenseRetriever(DOCS, cache_dir=cache2, show_progress=False)
+    assert not r2.loaded_from_cache and np.allclose(r2.embeddings, dense.embeddings, atol=1e-5)
+    assert "written by another encoder" in capsys.readouterr().err
+
+
+def test_corrupt_bm25_index_cache_is_rebuilt(tmp_path, capsys):
+    first = BM25Retriever(CORPUS, stemmer=None, stopwords=None, cache=tmp_path)
+    assert not first.loaded_from_cache
+    (folder,) = tmp_path.glob("bm25s-*")
+    for f in folder.glob("*.npy"):
+        f.write_bytes(f.read_bytes()[:10])
+    again = BM25Retriever(CORPUS, stemmer=None, stopwords=None, cache=tmp_path)
+    assert "is unreadable" in capsys.readouterr().err and not again.loaded_from_cache
+    assert again.search(["apple"], 3) == first.search(["apple"], 3)
+    assert BM25Retriever(CORPUS, stemmer=None, stopwords=None, cache=tmp_path).loaded_from_cache
