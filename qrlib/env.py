@@ -135,6 +135,17 @@ class RewardEnv:
         self.n_calls = 0
         self.search_time_s = 0.0
 
+    @property
+    def required_columns(self) -> tuple[str, ...]:
+        """Dataset columns the reward cannot do without (what training checks its rows
+        for); a requirement with alternatives (``gold_sql`` or ``gold_rows``) is checked by
+        :meth:`missing_columns` and on every call."""
+        return tuple(c for c in self.reward.spec.columns if isinstance(c, str))
+
+    def missing_columns(self, available: Sequence[str]) -> list[str]:
+        """The reward's column requirements that ``available`` does not meet."""
+        return self.reward.spec.missing_columns(set(available))
+
     def __repr__(self) -> str:
         return (f"RewardEnv(reward={self.reward.name!r}, fmt={self.fmt!r}, mode={self.mode!r}, "
                 f"k={self.k}, depth={self.depth}, fusion={self.fusion!r}, "

@@ -86,54 +86,102 @@ def rrf(lists: Sequence[Ranked], k: float = 60, top: int | None = None) -> Fused
     score: dict[str, float] = {}
     first: dict[str, tuple[int, int]] = {}
     for j, lst in enumerate(lists):
-        for r, d, _ in unique_ranked(lst):
-            score[d] = score.get(d, 0.0) + 1.0 / (k + r)
-            if d not in first or (r, j) < first[d]:
-                first[d] = (r, j)
-    return _finish([((-s, first[d]), d, s) for d, s in score.items()], top)
-
-
-def _rsf_sums(lists: Sequence[Ranked]) -> tuple[int, dict[str, int], dict[str, float]]:
-    """L, doc -> L * sum_j 1/r_j (an exact integer), doc -> max_j s_j."""
-    _check(lists)
-    lcm, table = inverse_rank_table(max((len(lst) for lst in lists), default=1))
-    num: dict[str, int] = {}
-    best: dict[str, float] = {}
-    for lst in lists:
         seen: set[str] = set()
         r = 0
-        for d, s in lst:
+        for d, _ in lst:
             if d in seen:            # a repeated document counts once, at its first rank
                 continue
             seen.add(d)
             r += 1
+            if d in score:
+                score[d] += 1.0 / (k + r)
+                if (r, j) < first[d]:
+                    first[d] = (r, j)
+            else:
+                score[d] = 1.0 / (k + r)
+                first[d] = (r, j)
+    return _finish([((-s, first[d]), d, s) for d, s in score.items()], top)
+
+
+#: float sums of reciprocal ranks closer than this are compared exactly
+RSF_TIE_TOL = 1e-9
+
+
+def _rsf_sums(lists: Sequence[Ranked]) -> tuple[dict[str, float], dict[str, float],
+                                                 list[dict[str, int]], set[str]]:
+    """doc -> sum_j 1/r_j as a float, doc -> max_j s_j, per list doc -> its rank (first
+    occurrence; exact sums are rebuilt from these where floats are too close), and the
+    documents found in more than one list."""
+    _check(lists)
+    inv: dict[str, float] = {}
+    best: dict[str, float] = {}
+    pos: list[dict[str, int]] = []
+    multi: set[str] = set()
+    for lst in lists:
+        p: dict[str, int] = {}
+        r = 0
+        for d, s in lst:
+            if d in p:               # a repeated document counts once, at its first rank
+                continue
+            r += 1
+            p[d] = r
             s = float(s)
-            if d in num:
-                num[d] += table[r]
+            if d in inv:
+                inv[d] += 1.0 / r
+                multi.add(d)
                 if s > best[d]:
                     best[d] = s
             else:
-                num[d] = table[r]
+                inv[d] = 1.0 / r
                 best[d] = s
-    return lcm, num, best
+        pos.append(p)
+    return inv, best, pos, multi
+
+
+def _exact_sum(d: str, pos: list[dict[str, int]], table: list[int]) -> int:
+    return sum(table[p.get(d, 0)] for p in pos)
 
 
 def rsf_keys(lists: Sequence[Ranked]) -> dict[str, tuple[Fraction, float]]:
     """ACQO Eq. 1: doc -> (P(p), S(p)) with P = 1/sum_j(1/r_j) as an exact Fraction and
     S = max_j s_j."""
-    lcm, num, best = _rsf_sums(lists)
-    return {d: (Fraction(lcm, v), best[d]) for d, v in num.items()}
+    inv, best, pos, _ = _rsf_sums(lists)
+    lcm, table = inverse_rank_table(max((len(p) for p in pos), default=1))
+    return {d: (Fraction(lcm, _exact_sum(d, pos, table)), best[d]) for d in inv}
 
 
 def rsf(lists: Sequence[Ranked], top: int | None = None) -> Fused:
     """Rank-Score Fusion (ACQO Eq. 1-2).
 
-    Sorted by (P(p) ascending, S(p) descending, doc_id), P compared exactly; the returned
-    score is ``1 / P(p) = sum_j 1/r_j`` as the nearest float (higher is better; equal for
-    RSF ties, which S resolves).
+    Sorted by (P(p) ascending, S(p) descending, doc_id), P compared exactly: documents
+    are sorted on float sums, and every run of neighbours whose sums lie within
+    :data:`RSF_TIE_TOL` (far above float error, far below any real gap) is re-sorted on
+    exact integer sums. The returned score is ``1 / P(p) = sum_j 1/r_j`` (higher is
+    better; equal for RSF ties, which S resolves).
     """
-    lcm, num, best = _rsf_sums(lists)
-    return _finish([((-v, -best[d], d), d, v / lcm) for d, v in num.items()], top)
+    inv, best, pos, multi = _rsf_sums(lists)
+    keys = sorted((-v, -best[d], d) for d, v in inv.items())
+    n = len(keys)
+    stop = min(n if top is None else top, n - 1)     # runs starting inside the cut
+    i = 0
+    table: list[int] | None = None
+    while i < stop:
+        if keys[i + 1][0] - keys[i][0] > RSF_TIE_TOL:
+            i += 1
+            continue
+        j = i + 1
+        while j + 1 < n and keys[j + 1][0] - keys[j][0] <= RSF_TIE_TOL:
+            j += 1
+        if not any(k[2] in multi for k in keys[i:j + 1]):
+            i = j + 1                # all single terms 1/r: the float order is exact
+            continue
+        if table is None:
+            table = inverse_rank_table(max((len(p) for p in pos), default=1))[1]
+        run = sorted((-_exact_sum(k[2], pos, table), k[1], k[2]) for k in keys[i:j + 1])
+        keys[i:j + 1] = [(-inv[k[2]], k[1], k[2]) for k in run]
+        i = j + 1
+    out = [(d, -v) for v, _, d in keys]
+    return out[:top] if top is not None else out
 
 
 def normalise(lst: Ranked, norm: str = "minmax") -> list[tuple[str, float]]:

@@ -226,6 +226,7 @@ class _Worker:
             [sys.executable, "-c", "from qrlib.sql import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         self.fd = self.proc.stdout.fileno()
+        self.owner = os.getpid()          # a forked child of the caller starts its own
         if self.recv(time.monotonic() + 60) != "ready":
             self.kill()
             raise OSError("the SQL worker process did not start")
@@ -256,7 +257,7 @@ class _Worker:
         return None if body is None else pickle.loads(body)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.owner == os.getpid() and self.proc.poll() is None
 
     def kill(self) -> None:
         try:
@@ -276,6 +277,8 @@ def _in_worker(args: tuple, timeout_s: float) -> tuple[Rows | None, str | None]:
     global _WORKER
     with _LOCK:
         if _WORKER is None or not _WORKER.alive():
+            if _WORKER is not None and _WORKER.owner == os.getpid():
+                _WORKER.kill()
             _WORKER = _Worker()
         w = _WORKER
         try:

@@ -215,6 +215,9 @@ def test_sql_reward(tiny_db):
     out = released(None, comps, qid=["s"] * 4, db_path=[str(tiny_db)] * 4,
                    gold_rows=[[(3,), (1,)]] * 4)
     assert out == pytest.approx([1.1, 1.1, 0.0, -2.0])
+    assert env.required_columns == ("db_path",)                 # what training checks
+    assert env.missing_columns(["qid", "db_path"]) == ["gold_sql or gold_rows"]
+    assert RewardEnv(FakeRetriever(), QRELS, reward="ndcg").required_columns == ()
     with pytest.raises(QrlibError, match="db_path"):
         env(None, comps[:1], qid=["s"], gold_sql=["SELECT 1"])
     with pytest.raises(QrlibError, match="gold_sql or gold_rows"):

@@ -85,33 +85,40 @@ class _RSFTable:
     """The M lists of one rollout as arrays, to get the RSF ranks of the gold documents
     for every subset of the lists without building and sorting fused lists. Same order
     as :func:`qrlib.fusion.rsf` (P ascending compared exactly, S descending, doc id;
-    repeated documents count at their first rank)."""
+    repeated documents count at their first rank): a gold document's rank is 1 + the
+    documents whose float sum of 1/r is clearly larger, plus those within the tie
+    tolerance that win the exact comparison (integer sums, then S, then doc id)."""
 
     def __init__(self, lists: Sequence[Ranked], qrels: Mapping[str, int]) -> None:
         m = len(lists)
-        rank_d: list[dict[str, int]] = []
-        sc_d: list[dict[str, float]] = []
-        for lst in lists:
-            rk: dict[str, int] = {}
-            sc: dict[str, float] = {}
-            for r, d, v in _fusion.unique_ranked(lst):
-                rk[d] = r
-                sc[d] = float(v)
-            rank_d.append(rk)
-            sc_d.append(sc)
-        docs = list(dict.fromkeys(d for rk in rank_d for d in rk))
-        self.docs = docs
-        self.rank = np.array([[rk.get(d, 0) for rk in rank_d] for d in docs],
-                             dtype=np.int64).reshape(len(docs), m)
-        self.inv = np.where(self.rank > 0, 1.0 / np.maximum(self.rank, 1), 0.0)
-        self.score = np.array([[sc.get(d, -np.inf) for sc in sc_d] for d in docs]).reshape(
-            len(docs), m)
-        order = sorted(range(len(docs)), key=docs.__getitem__)
-        self.id_rank = np.empty(len(docs), dtype=np.int64)
-        self.id_rank[order] = np.arange(len(docs))
-        self.gold = np.array([i for i, d in enumerate(docs) if qrels.get(d, 0) >= 1],
+        index: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        ranks: list[int] = []
+        scores: list[float] = []
+        for j, lst in enumerate(lists):
+            seen: set[str] = set()
+            r = 0
+            for d, v in lst:
+                if d in seen:        # a repeated document counts once, at its first rank
+                    continue
+                seen.add(d)
+                r += 1
+                rows.append(index.setdefault(d, len(index)))
+                cols.append(j)
+                ranks.append(r)
+                scores.append(float(v))
+        n = len(index)
+        self.docs = list(index)
+        self.rank = np.zeros((n, m), dtype=np.int64)
+        self.rank[rows, cols] = ranks
+        self.inv = np.zeros((n, m))
+        self.inv[rows, cols] = 1.0 / np.asarray(ranks, dtype=float)
+        self.score = np.full((n, m), -np.inf)
+        self.score[rows, cols] = scores
+        self.gold = np.array(sorted(index[d] for d, g in qrels.items() if g >= 1 and d in index),
                              dtype=np.int64)
-        self.table = _fusion.inverse_rank_table(int(self.rank.max(initial=1)))[1]
+        self.table = _fusion.inverse_rank_table(max(ranks, default=1))[1]
 
     def _exact(self, d: int, cols: Sequence[int]) -> int:
         return sum(self.table[int(self.rank[d, c])] for c in cols)
@@ -148,7 +155,7 @@ class _RSFTable:
                             r += ed > eg
                             continue
                         sd = self.score[d, cols].max()
-                        r += sd > sg or (sd == sg and self.id_rank[d] < self.id_rank[g])
+                        r += sd > sg or (sd == sg and self.docs[d] < self.docs[g])
                 if k is None or r <= k:
                     out[j].append(r)
         return [sorted(o) for o in out]
