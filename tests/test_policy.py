@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from qrlib import policy
+from qrlib import policy, rewrite
 from qrlib.errors import QrlibError
 
 
@@ -103,7 +103,7 @@ def test_rewrite_queries_expand_and_fallback(smol, monkeypatch):
     model, tok = smol
     outs = iter([['answer"}</answer>', "garbage with no json"]])
     monkeypatch.setattr(policy, "generate", lambda *a, **k: next(outs))
-    df = policy.rewrite_queries(model, tok, {"q1": "claim one", "q2": "claim two"},
+    df = rewrite.rewrite_queries(model, tok, {"q1": "claim one", "q2": "claim two"},
                                 {"user": "{query}"}, fmt="deepretrieval-nothink",
                                 prefill='<answer>{"query": "extra ', mode="expand",
                                 progress=False)
@@ -111,3 +111,63 @@ def test_rewrite_queries_expand_and_fallback(smol, monkeypatch):
     assert df.loc[0, "search_text"] == "claim one extra answer"
     assert bool(df.loc[0, "format_ok"]) and bool(df.loc[0, "modified"])
     assert not bool(df.loc[1, "format_ok"])
+
+
+def test_dequantised_cache_is_verified_and_rebuilt(tmp_path, monkeypatch, capsys):
+    """A truncated or partly overwritten model.safetensors (which loaded and generated empty
+    text) is found by the cache's recorded sizes and sha256s and rebuilt, with a note."""
+    import os
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    monkeypatch.setenv("QRLIB_CACHE", str(tmp_path / "cache"))
+    builds = []
+
+    def fake_write(name, folder):  # stands in for the slow GGUF dequantisation
+        builds.append(name)
+        (folder / "config.json").write_text('{"model_type": "fake"}\n')
+        save_file({"w": np.arange(4096, dtype=np.float32)}, str(folder / "model.safetensors"))
+
+    monkeypatch.setattr(policy, "_write_dequantised", fake_write)
+    d = policy.ensure_dequantised("smollm2")
+    weights = d / "model.safetensors"
+    good = weights.read_bytes()
+    assert builds == ["smollm2"] and (d / policy.MANIFEST).exists()
+    assert policy.ensure_dequantised("smollm2") == d and len(builds) == 1  # verified, reused
+
+    def bump_mtime():
+        st = weights.stat()
+        os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+    with open(weights, "r+b") as fh:  # partly overwritten in place: same size
+        fh.seek(len(good) // 2)
+        fh.write(b"\xff" * 64)
+    bump_mtime()
+    capsys.readouterr()
+    assert policy.ensure_dequantised("smollm2") == d and len(builds) == 2
+    err = capsys.readouterr().err
+    assert "no longer matches its recorded sha256" in err and str(weights) in err
+    assert weights.read_bytes() == good
+    weights.write_bytes(good[:100])  # truncated
+    policy.ensure_dequantised("smollm2")
+    assert len(builds) == 3 and "(truncated?)" in capsys.readouterr().err
+    bump_mtime()  # touched but intact: hashed once, not rebuilt
+    policy.ensure_dequantised("smollm2")
+    assert len(builds) == 3
+    (d / policy.MANIFEST).unlink()  # a cache written by an older qrlib has no record
+    policy.ensure_dequantised("smollm2")
+    assert len(builds) == 4 and "no integrity record" in capsys.readouterr().err
+    assert [p.name for p in d.parent.glob(".smollm2.*")] == [".smollm2.lock"]  # no temp folders
+
+    def sentinel(name):
+        raise RuntimeError(f"verified {name}")
+
+    monkeypatch.setattr(policy, "ensure_dequantised", sentinel)
+    with pytest.raises(RuntimeError, match="verified smollm2"):  # load_policy goes through it
+        policy.load_policy("smollm2")
+
+
+def test_rewrite_queries_lives_in_its_own_module():
+    assert not hasattr(policy, "rewrite_queries")
+    assert rewrite.rewrite_queries.__module__ == "qrlib.rewrite"

@@ -80,7 +80,7 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
-from qrlib import metrics, plots, policy, retrieval, rewards
+from qrlib import metrics, plots, policy, retrieval, rewards, rewrite
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, train
 from qrlib.workbook import save_json, save_table
@@ -219,7 +219,7 @@ REWRITES = {}  # (dataset, method) -> DataFrame of rewrites
 for name in datasets:
     te = DATA[name][1]
     for mode in modes:
-        df = policy.rewrite_queries(base_model, tok, te.queries, PROMPTS[mode], fmt=FMT,
+        df = rewrite.rewrite_queries(base_model, tok, te.queries, PROMPTS[mode], fmt=FMT,
                                     prefill=PREFILL, mode=mode, max_new_tokens=eval_max_new_tokens)
         REWRITES[name, f"untrained-{mode}"] = df
         print(name, mode, f"format ok {df.format_ok.mean():.2f}, modified {df.modified.mean():.2f}, "
@@ -357,7 +357,7 @@ for name in datasets:
         kind, mode = spec.split(":")
         run_name = f"{name}-{kind}-{mode}"
         m, tok = policy.load_policy(model, adapter=SUMMARIES[run_name]["adapter"])
-        REWRITES[name, f"trained-{kind}-{mode}"] = policy.rewrite_queries(
+        REWRITES[name, f"trained-{kind}-{mode}"] = rewrite.rewrite_queries(
             m, tok, te.queries, PROMPTS[mode], fmt=FMT, prefill=PREFILL, mode=mode,
             max_new_tokens=eval_max_new_tokens)
         del m

@@ -53,7 +53,7 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
-from qrlib import fusion, metrics, plots, policy, retrieval
+from qrlib import fusion, metrics, plots, policy, retrieval, rewrite
 from qrlib.workbook import load_json, save_table
 
 plots.setup()
@@ -205,7 +205,7 @@ if latency_queries and adapters:
         m, tok = policy.load_policy(cfg["model"], adapter=a)
         s = settings.get(src, {})
         for bs in (1, len(qs)):
-            df = policy.rewrite_queries(m, tok, qs, cfg["prompt"], fmt=cfg["fmt"],
+            df = rewrite.rewrite_queries(m, tok, qs, cfg["prompt"], fmt=cfg["fmt"],
                                         prefill=cfg.get("prefill", ""),
                                         mode="expand" if cfg.get("expansion") else "rewrite",
                                         max_new_tokens=s.get("eval_max_new_tokens", 32),
