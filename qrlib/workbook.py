@@ -684,6 +684,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                         cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
                 except pm.PapermillExecutionError as exc:
                     status, error = "failed", _failed_cell(exc)
+                except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
+                    reason = " ".join(str(exc).split())[:200] or "no message"
+                    status, error = "failed", f"the kernel failed ({type(exc).__name__}: {reason})"
             wall = time.perf_counter() - start
             row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
                    "peak_rss_mb": round(mem.peak / 2**20), "hash": fingerprint,

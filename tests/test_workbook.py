@@ -423,3 +423,29 @@ def test_artifacts_follow_the_umask(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_a_dying_kernel_is_a_one_line_failure_with_an_incomplete_copy(tmp_path, monkeypatch):
+    src = tmp_path / "notebooks" / "src"
+    src.mkdir(parents=True)
+    (src / "01_die.py").write_text(textwrap.dedent('''\
+        # %% tags=["parameters"]
+        run_dir = "../runs/dev"
+
+        # %%
+        import os
+        os._exit(3)  # what the OOM killer does to a kernel
+        '''))
+    (tmp_path / "params").mkdir()
+    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    wb.build_notebooks()
+    prof = _profile(tmp_path, "name: die\n")
+    with pytest.raises(QrlibError, match=r"notebook 01_die failed: the kernel failed "
+                                         r"\(DeadKernelError") as info:
+        wb.run_profile(prof, root=tmp_path)
+    assert "\n" not in str(info.value)
+    nbdir = tmp_path / "runs" / "die" / "notebooks"
+    assert (nbdir / "INCOMPLETE-01_die.ipynb").exists() and not (nbdir / "01_die.ipynb").exists()
+    assert not (tmp_path / "runs" / "die" / "run.lock").exists()
