@@ -12,9 +12,10 @@ Settings (``--variants``, comma-separated):
            with the LoRA adapter disabled), TRL's default gradient checkpointing -- what
            qrlib trained with before
   nockpt   as ref without gradient checkpointing (no recomputed activations)
-  bf16     bf16 base weights (LoRA weights fp32), no checkpointing, GRPO preset: the
-           engine's CPU default on a CPU with native bf16 matmul (AMX / AVX512-BF16)
-  new      as bf16 with the DAPO preset (beta 0: no reference pass)
+  autocast as nockpt with the log-prob/loss passes under bf16 autocast (generation stays
+           fp32): the engine's CPU default where the CPU has native bf16 matmul (AMX /
+           AVX512-BF16)
+  new      as autocast with the DAPO preset (beta 0: no reference pass)
 
     python benchmarks/bench_train.py --model qwen2.5-coder-0.5b --steps 3 --generations 8 --tokens 32
 The reward share should stay below 10% of a step; the script exits 1 if it does not.
@@ -30,10 +31,14 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 VARIANTS = {
-    "ref": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": True},
-    "nockpt": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False},
-    "bf16": {"dtype": "bfloat16", "algorithm": "grpo", "gradient_checkpointing": False},
-    "new": {"dtype": "bfloat16", "algorithm": "dapo", "gradient_checkpointing": False},
+    "ref": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": True,
+            "cpu_autocast": False},
+    "nockpt": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False,
+               "cpu_autocast": False},
+    "autocast": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False,
+                 "cpu_autocast": True},
+    "new": {"dtype": "float32", "algorithm": "dapo", "gradient_checkpointing": False,
+            "cpu_autocast": True},
 }
 
 
@@ -76,7 +81,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--retriever", default="bm25")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--variants", default="ref,nockpt,bf16,new")
+    ap.add_argument("--variants", default="ref,nockpt,autocast,new")
     a = ap.parse_args()
     import torch
 

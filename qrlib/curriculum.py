@@ -128,6 +128,9 @@ class SubqueryProbe:
     def required_columns(self) -> tuple[str, ...]:
         return tuple(getattr(self.env, "required_columns", ()) or ())
 
+    def missing_columns(self, available: Any) -> list[str]:
+        return list(self.env.missing_columns(available)) if hasattr(self.env, "missing_columns") else []
+
     def __repr__(self) -> str:
         return f"SubqueryProbe({self.env!r}, k={self.k}, depth={self.depth})"
 

@@ -316,17 +316,45 @@ def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
     return model, tok
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (AMX or AVX512-BF16)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def use_cpu_autocast(model: Any, autocast: bool | None = None) -> bool:
+    """``autocast`` if given; else True for an fp32 model on a CPU with native bf16
+    matmul, where bf16 autocast makes decoding several times faster (measured here:
+    8 x 32 tokens of Qwen2.5-Coder-0.5B, 53 s in fp32, 12 s under autocast)."""
+    if autocast is not None:
+        return bool(autocast)
+    try:
+        p = next(model.parameters())
+    except (StopIteration, AttributeError, TypeError):
+        return False
+    import torch
+
+    return p.device.type == "cpu" and p.dtype == torch.float32 and cpu_has_native_bf16()
+
+
 def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int = 64,
              do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
              num_return_sequences: int = 1, *, batch_size: int = 16,
-             seed: int | None = None, progress: bool = False) -> list[str]:
+             seed: int | None = None, progress: bool = False,
+             autocast: bool | None = False) -> list[str]:
     """Complete each already-formatted prompt (e.g. from ``qrlib.prompts.render``).
 
     Returns ``len(prompts) * num_return_sequences`` strings, the completions of prompt i at
     positions ``i*n .. i*n+n-1``. At most ``max_new_tokens`` new tokens per completion
     (the token budget); greedy unless ``do_sample``. Prompts are left-padded in batches of
-    ``batch_size``.
+    ``batch_size``. ``autocast``: bf16 autocast on CPU (None: see :func:`use_cpu_autocast`;
+    off by default so greedy outputs stay those of the fp32 model).
     """
+    import contextlib
+
     import torch
 
     if max_new_tokens < 1:
@@ -354,7 +382,9 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
         batch = list(prompts[start:start + batch_size])
         enc = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
         enc = {k: v.to(device) for k, v in enc.items()}
-        with torch.inference_mode():
+        ctx = (torch.autocast("cpu", dtype=torch.bfloat16) if use_cpu_autocast(model, autocast)
+               else contextlib.nullcontext())
+        with torch.inference_mode(), ctx:
             ids = model.generate(**enc, **kwargs)
         new = ids[:, enc["input_ids"].shape[1]:]
         out += tokenizer.batch_decode(new, skip_special_tokens=True)

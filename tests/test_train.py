@@ -300,3 +300,20 @@ def test_cli_trains_sql_prompt_on_spider(tmp_path):
     assert len(log) == 1 and log[0]["reward"] != ""
     first = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
     assert first["completion"].startswith('<answer>{"query": "SELECT')
+
+
+def test_run_folder_with_other_rows_is_moved_aside_not_resumed(tmp_path, capsys):
+    """Notebook 05 passes its own env and queries: a different query cut must still count
+    as another run (it used to be resumed, reusing an adapter trained on other queries)."""
+    cfg = T.load_config({"name": "r", "run_dir": str(tmp_path)})
+    base = json.loads(json.dumps(__import__("dataclasses").asdict(cfg), default=str))
+    T._prepare_output(cfg, {**base, "rows_fingerprint": "aaa", "env": "E"})
+    (cfg.output_dir / "config.json").write_text(json.dumps({**base, "rows_fingerprint": "aaa",
+                                                            "env": "E"}))
+    (cfg.output_dir / "checkpoint-1").mkdir()
+    T._prepare_output(cfg, {**base, "rows_fingerprint": "aaa", "env": "E", "max_steps": 99})
+    assert (cfg.output_dir / "checkpoint-1").exists()  # only the step budget changed: resume
+    T._prepare_output(cfg, {**base, "rows_fingerprint": "bbb", "env": "E"})
+    assert not (cfg.output_dir / "checkpoint-1").exists()
+    assert "rows_fingerprint" in capsys.readouterr().out
+    assert any(p.name.startswith("r.stale-") for p in tmp_path.joinpath("rl").iterdir())

@@ -82,6 +82,7 @@ import torch
 from qrlib import data as qdata
 from qrlib import plots, prompts, retrieval, rows as qrows
 from qrlib.curriculum import SubqueryProbe
+from qrlib.record import Recorder
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, train
 from qrlib.workbook import save_json, save_table
@@ -93,6 +94,7 @@ if torch_threads:
 run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
 out_dir = run_dir / "06_acqo_stage1"
 out_dir.mkdir(parents=True, exist_ok=True)
+record = Recorder(run_dir, "06_acqo_stage1")  # key numbers, read back by the smoke tests
 print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
 
 # %% [markdown]
@@ -150,7 +152,10 @@ r0 = TRAIN_ROWS[0]
 demo = [f'{{"query": "{r0["question"]}"}}',
         f'{{"query": "{r0["question"]}%%{r0["question"].split()[-1]}"}}',
         '{"query": "a%%b%%c%%d"}', "no JSON at all"]
-print(demo_env(None, demo, qid=[r0["qid"]] * 4, query=[r0["question"]] * 4))
+DEMO_REWARDS = demo_env(None, demo, qid=[r0["qid"]] * 4, query=[r0["question"]] * 4)
+print(DEMO_REWARDS)
+record("demo.four_subqueries_reward", DEMO_REWARDS[2])  # > 3 sub-queries: format failure
+record("demo.no_json_reward", DEMO_REWARDS[3])
 pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
                                 "part_fused_ndcg@10", "part_best_sub_ndcg@10"]]
 
@@ -240,6 +245,12 @@ for kind, log in LOGS.items():
                      "zero-spread groups": part.frac_reward_zero_std.mean(),
                      "s/step": part.step_seconds.mean()})
 CURVE_TABLE = pd.DataFrame(rows)
+for _, r in CURVE_TABLE.iterrows():
+    tag = "first" if r.steps.startswith("first") else "last"
+    record(f"{r.retriever}.{tag}.reward", r.reward)
+    record(f"{r.retriever}.{tag}.sub_queries", r["sub-queries"])
+for kind in retrievers:
+    record(f"{kind}.steps", SUMMARIES[kind]["steps"])
 save_table(CURVE_TABLE, "06_stage1_curve_summary", tables_dir,
            caption=f"ACQO Stage I, first vs last quarter of training; profile {profile}")
 CURVE_TABLE

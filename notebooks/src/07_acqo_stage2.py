@@ -83,8 +83,9 @@ from qrlib import metrics, plots, policy, retrieval, rows as qrows
 from qrlib.curriculum import (SubqueryProbe, generate_decompositions, keep_for_stage2,
                               search_fused, tau_by_question)
 from qrlib.env import RewardEnv
+from qrlib.record import Recorder
 from qrlib.stats import fmt_interval, paired_bootstrap
-from qrlib.train import load_config, resolve_dtype, train
+from qrlib.train import load_config, train
 from qrlib.workbook import load_json, save_json, save_table
 
 plots.setup()
@@ -94,6 +95,7 @@ if torch_threads:
 run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
 out_dir = run_dir / "07_acqo_stage2"
 out_dir.mkdir(parents=True, exist_ok=True)
+record = Recorder(run_dir, "07_acqo_stage2")  # key numbers, read back by the smoke tests
 S1 = load_json(run_dir / "06_acqo_stage1" / "stage1.json")
 TRAIN_ROWS, PROMPT, PREFILL = S1["train_rows"], S1["prompt"], S1["prefill"]
 missing = [k for k in retrievers if k not in S1["summaries"]]
@@ -136,7 +138,7 @@ TAU, KEPT, TRAIN_RETR = {}, {}, {}
 for kind in retrievers:
     TRAIN_RETR[kind] = train_retriever(kind)
     adapter = S1["summaries"][kind]["adapter"]
-    m, tok = policy.load_policy(model, adapter=adapter, dtype=resolve_dtype(None))
+    m, tok = policy.load_policy(model, adapter=adapter)
     t0 = time.perf_counter()
     rolls = generate_decompositions(m, tok, TRAIN_ROWS, PROMPT, prefill=PREFILL, n=tau_rollouts,
                                     do_sample=True, temperature=tau_temperature,
@@ -165,6 +167,9 @@ for kind in retrievers:
                  "hi": np.quantile(boots, 0.975),
                  "mean tau": float(np.mean(list(TAU[kind].values())))})
 KEPT_TABLE = pd.DataFrame(rows)
+for _, r in KEPT_TABLE.iterrows():
+    record(f"{r.retriever}.tau.kept_share", r["kept share"])
+    record(f"{r.retriever}.tau.questions", r.questions)
 save_table(KEPT_TABLE, "07_tau_filter", tables_dir,
            caption=f"ACQO Eq. 7-8 curriculum filter: share of training questions with "
                    f"tau(q) <= {tau_thres:.3f} from {tau_rollouts} Stage I rollouts each")
@@ -295,7 +300,7 @@ for kind in retrievers:
     MODELS[f"ACQO: Stage I+II ({kind}-trained)"] = (SUMMARIES[kind]["adapter"], PROMPT)
 DECOMP = {}  # (model label, dataset) -> list of dicts
 for label, (adapter, prm) in MODELS.items():
-    m, tok = policy.load_policy(model, adapter=adapter, dtype=resolve_dtype(None))
+    m, tok = policy.load_policy(model, adapter=adapter)
     for name in test_datasets:
         rows_t = qrows.rows_from_dataset(TEST[name])
         DECOMP[label, name] = generate_decompositions(
@@ -348,6 +353,10 @@ for (name, kind, label), pq in PER_Q.items():
            "wins/losses": f"{bs['wins']}/{bs['losses']}", "questions": bs["n_queries"]}
     rows.append(row)
 RESULTS = pd.DataFrame(rows)
+for _, r in RESULTS.iterrows():
+    key = f"{r.dataset}.{r.retriever}.{r.model}"
+    record(f"{key}.ndcg10", r["nDCG@10"])
+    record(f"{key}.delta_vs_raw", [r["ΔnDCG@10 vs raw"], r.lo, r.hi])
 save_table(RESULTS.round(4), "07_acqo_results", tables_dir,
            caption="ACQO on the test questions (ACQO Table 3 columns); ΔnDCG@10 vs the raw "
                    "question with a 95% paired-bootstrap interval [lo, hi] over questions")
