@@ -606,6 +606,23 @@ def _finished(cfg: TrainConfig) -> dict[str, Any] | None:
 def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
           rows: Sequence[dict[str, Any]] | None = None,
           queries: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run (or resume) one GRPO/DAPO training and return a summary (see :func:`_train`).
+
+    One process at a time may train into a run's folder: a second one (another
+    ``python -m qrlib.train`` or notebook on the same ``run_dir``/``name``) stops with a
+    one-line error naming the PID holding ``<run_dir>/rl/.locks/<name>/run.lock``; the lock
+    of a killed trainer is taken over."""
+    from qrlib.workbook import run_lock
+
+    if isinstance(cfg, dict):
+        cfg = load_config(cfg)
+    with run_lock(Path(cfg.run_dir) / "rl" / ".locks" / cfg.name, what="qrlib.train"):
+        return _train(cfg, env=env, rows=rows, queries=queries)
+
+
+def _train(cfg: TrainConfig, *, env: Any = None,
+           rows: Sequence[dict[str, Any]] | None = None,
+           queries: dict[str, str] | None = None) -> dict[str, Any]:
     """Run (or resume) one GRPO/DAPO training and return a summary.
 
     The training rows come from ``rows`` (a list of dicts, :mod:`qrlib.rows`), or

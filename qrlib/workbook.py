@@ -526,7 +526,7 @@ def _lock_holder(path: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def run_lock(run_dir: str | os.PathLike) -> Iterator[Path]:
+def run_lock(run_dir: str | os.PathLike, what: str = "qrlib run") -> Iterator[Path]:
     """Hold ``run_dir/run.lock`` (an flock'ed file naming this PID) while a run uses
     ``run_dir``; a second holder gets a one-line :class:`QrlibError` naming the first.
 
@@ -556,7 +556,7 @@ def run_lock(run_dir: str | os.PathLike) -> Iterator[Path]:
             if h.get("host") and h.get("host") != socket.gethostname():
                 who += f" on {h['host']}"
             since = f" since {h['started']}" if h.get("started") else ""
-            raise QrlibError(f"run folder {run_dir} is in use by {who} (`qrlib run`{since}; "
+            raise QrlibError(f"run folder {run_dir} is in use by {who} (`{what}`{since}; "
                              f"lock file {path}); wait for it to finish or stop it, then "
                              "run again") from None
         # the file may have been removed and re-created by a holder that just finished

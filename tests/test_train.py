@@ -317,3 +317,12 @@ def test_run_folder_with_other_rows_is_moved_aside_not_resumed(tmp_path, capsys)
     assert not (cfg.output_dir / "checkpoint-1").exists()
     assert "rows_fingerprint" in capsys.readouterr().out
     assert any(p.name.startswith("r.stale-") for p in tmp_path.joinpath("rl").iterdir())
+
+
+def test_second_trainer_on_the_same_run_is_refused(tmp_path):
+    from qrlib.workbook import run_lock
+
+    cfg = T.load_config({"name": "busy", "run_dir": str(tmp_path)})
+    with run_lock(tmp_path / "rl" / ".locks" / "busy", what="qrlib.train"):
+        with pytest.raises(QrlibError, match=r"in use by PID \d+ \(`qrlib.train`"):
+            T.train(cfg, env=FakeEnv(), queries={"1": "a"})
