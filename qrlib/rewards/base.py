@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qrlib.errors import QrlibError
+from qrlib.fusion import unique_ranked
 
 Ranked = Sequence[tuple[str, float]]
 
@@ -26,13 +27,7 @@ def gold_ranks(ranked: Ranked, qrels: Mapping[str, int], k: int | None = None,
     """1-based ranks (ascending) of the relevant documents within the top ``k`` of
     ``ranked``, each document counted at its first occurrence only."""
     out: list[int] = []
-    seen: set[str] = set()
-    r = 0
-    for d, _ in ranked:
-        if d in seen:
-            continue
-        seen.add(d)
-        r += 1
+    for r, d, _ in unique_ranked(ranked):
         if k is not None and r > k:
             break
         if qrels.get(d, 0) >= min_rel:
@@ -60,13 +55,7 @@ def ndcg_at_k(ranked: Ranked, qrels: Mapping[str, int], k: int = 10) -> float:
     if k <= 0:
         raise QrlibError(f"nDCG cut-off k must be positive, got {k}")
     dcg = 0.0
-    seen: set[str] = set()
-    i = 0
-    for d, _ in ranked:
-        if d in seen:
-            continue
-        seen.add(d)
-        i += 1
+    for i, d, _ in unique_ranked(ranked):
         if i > k:
             break
         g = qrels.get(d, 0)
