@@ -83,7 +83,16 @@ for src in sources:
     for p in sorted((base / "rewrites").glob("*/*.jsonl")):
         found.append((src, p.parent.name, p.stem, p))
 inventory = pd.DataFrame([(s, d, m) for s, d, m, _ in found], columns=["source", "dataset", "method"])
+def _rewrites_one_query(adapter):
+    """Adapters of single-query rewriters (notebook 05); the ACQO decomposers of 06-07 are
+    evaluated, with their own latency split, in notebook 07."""
+    from qrlib.prompts import as_template
+
+    return tuple(as_template(load_json(adapter.parent / "config.json")["prompt"]).fields) == ("query",)
+
+
 adapters = sorted(p.parent for p in run_dir.glob("rl/*/adapter/adapter_config.json"))
+adapters = [a for a in adapters if _rewrites_one_query(a)]
 print(f"{len(found)} rewrite files, {len(adapters)} adapters: {[a.parent.name for a in adapters]}")
 inventory
 
