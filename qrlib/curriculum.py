@@ -108,16 +108,15 @@ def keep_for_stage2(tau: Mapping[str, float], tau_thres: float = 5 / 3) -> list[
 class SubqueryProbe:
     """A reward callable wrapping a :class:`qrlib.env.RewardEnv` that adds, to every record
     the env writes, the nDCG@``k`` of the fused list of all the rollout's sub-queries
-    (``part_fused_ndcg@k``, fused as the env fuses) and of its best single sub-query
-    (``part_best_sub_ndcg@k``): ACQO Fig. 4's two curves. Lists are searched ``depth``
-    deep (a document below rank k in every list can still enter the fused top k); BM25
-    pays about a millisecond per sub-query. Rewards are the env's, unchanged.
+    (``part_fused_ndcg@k``) and of its best single sub-query (``part_best_sub_ndcg@k``):
+    ACQO Fig. 4's two curves. It reads the lists the env has just retrieved and fused
+    (``env.last_observations``, searched at the env's depth), so it searches nothing
+    again. Rewards are the env's, unchanged.
     """
 
-    def __init__(self, env: Any, k: int = 10, depth: int = 100) -> None:
+    def __init__(self, env: Any, k: int = 10) -> None:
         self.env = env
         self.k = int(k)
-        self.depth = max(int(depth), self.k)
         self.__name__ = getattr(env, "__name__", "reward")
 
     @property
@@ -132,22 +131,15 @@ class SubqueryProbe:
         return list(self.env.missing_columns(available)) if hasattr(self.env, "missing_columns") else []
 
     def __repr__(self) -> str:
-        return f"SubqueryProbe({self.env!r}, k={self.k}, depth={self.depth})"
+        return f"SubqueryProbe({self.env!r}, k={self.k})"
 
     def __call__(self, prompts: Any = None, completions: Any = None, **cols: Any) -> list[float]:
-        from qrlib import fusion as F
         from qrlib.rewards import ndcg_at_k
 
         n0 = len(self.env.records)
         out = self.env(prompts, completions, **cols)
-        new = self.env.records[n0:]
-        subs = list(dict.fromkeys(s for r in new for s in r.get("queries") or []))
-        lists = dict(zip(subs, self.env.retriever.search(subs, self.depth))) if subs else {}
-        for r in new:
-            qrels = self.env.qrels.get(r["qid"], {})
-            mine = [lists[s] for s in r.get("queries") or []]
-            vals = [ndcg_at_k(lst, qrels, self.k) for lst in mine]
-            fused = F.fuse(mine, getattr(self.env, "fusion", "rsf"), top=self.depth) if mine else []
-            r[f"part_best_sub_ndcg@{self.k}"] = max(vals) if vals else 0.0
-            r[f"part_fused_ndcg@{self.k}"] = ndcg_at_k(fused, qrels, self.k) if mine else 0.0
+        for rec, o in zip(self.env.records[n0:], self.env.last_observations):
+            vals = [ndcg_at_k(lst, o.qrels, self.k) for lst in o.sub_ranked]
+            rec[f"part_best_sub_ndcg@{self.k}"] = max(vals) if vals else 0.0
+            rec[f"part_fused_ndcg@{self.k}"] = ndcg_at_k(o.ranked, o.qrels, self.k) if vals else 0.0
         return out

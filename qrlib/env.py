@@ -262,6 +262,7 @@ class RewardEnv:
                 r = r2
             out.append(float(r))
         self.n_calls += 1
+        self.last_observations = obs  # what this call scored (sub-lists, fused list), for probes
         if self.keep_records:
             self._record(qids, parsed, texts, obs, parts, out)
         return out

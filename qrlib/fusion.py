@@ -86,13 +86,7 @@ def rrf(lists: Sequence[Ranked], k: float = 60, top: int | None = None) -> Fused
     score: dict[str, float] = {}
     first: dict[str, tuple[int, int]] = {}
     for j, lst in enumerate(lists):
-        seen: set[str] = set()
-        r = 0
-        for d, _ in lst:
-            if d in seen:            # a repeated document counts once, at its first rank
-                continue
-            seen.add(d)
-            r += 1
+        for r, d, _ in unique_ranked(lst):  # a repeated document counts once
             if d in score:
                 score[d] += 1.0 / (k + r)
                 if (r, j) < first[d]:
@@ -119,11 +113,7 @@ def _rsf_sums(lists: Sequence[Ranked]) -> tuple[dict[str, float], dict[str, floa
     multi: set[str] = set()
     for lst in lists:
         p: dict[str, int] = {}
-        r = 0
-        for d, s in lst:
-            if d in p:               # a repeated document counts once, at its first rank
-                continue
-            r += 1
+        for r, d, s in unique_ranked(lst):  # a repeated document counts once
             p[d] = r
             s = float(s)
             if d in inv:

@@ -43,6 +43,12 @@ def answers_of(meta: Mapping[str, Any] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def rows_from_queries(queries: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Rows of a plain qid -> text mapping (``query`` and ``question`` the same text, no
+    conversation context), for single-query and ACQO prompts alike."""
+    return [{"qid": str(q), "query": t, "question": t, "context": ""} for q, t in queries.items()]
+
+
 def rows_from_dataset(ds: Any, qids: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """Rows of a retrieval :class:`qrlib.data.Dataset` (see module docstring)."""
     rows = []

@@ -184,11 +184,10 @@ def build_prompts(queries: dict[str, str] | Sequence[dict[str, Any]], tokenizer:
     from qrlib.prompts import as_template
     from qrlib.rows import check_rows
 
-    if isinstance(queries, Mapping):
-        rows = [{"qid": str(q), "query": t, "question": t, "context": ""}
-                for q, t in queries.items()]
-    else:
-        rows = [dict(r) for r in queries]
+    from qrlib.rows import rows_from_queries
+
+    rows = (rows_from_queries(queries) if isinstance(queries, Mapping)
+            else [dict(r) for r in queries])
     template = as_template(prompt)
     check_rows(rows, fields=template.fields)
     rows.sort(key=lambda r: r["qid"])
@@ -652,8 +651,9 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     out = cfg.output_dir
     ds = None
     if rows is None and queries is not None:
-        rows = [{"qid": str(q), "query": t, "question": t, "context": ""}
-                for q, t in queries.items()]
+        from qrlib.rows import rows_from_queries
+
+        rows = rows_from_queries(queries)
     if rows is None:
         rows, ds = load_rows(cfg)
     rows = [dict(r) for r in rows]

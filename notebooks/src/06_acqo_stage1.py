@@ -133,16 +133,21 @@ print(prompts.render(template, context="", question=TRAIN_ROWS[0]["question"])[-
 # sub-query, so the log can draw ACQO Fig. 4: fused list vs best single sub-query.
 
 # %%
-def make_retriever(kind, corpus):
-    if kind == "bm25":
-        return retrieval.build_retriever("bm25", corpus, k1=1.2, b=0.75)
-    return retrieval.build_retriever("dense", corpus, index="hnsw", hnsw_m=hnsw_m,
-                                     ef_construction=hnsw_ef_construction,
-                                     cache_dir=cache_dir, show_progress=False)
+RETRIEVERS = {}  # one index per retriever kind, shared by the demo and the training run
+
+
+def make_retriever(kind):
+    if kind not in RETRIEVERS:
+        RETRIEVERS[kind] = (
+            retrieval.build_retriever("bm25", CORPUS, k1=1.2, b=0.75) if kind == "bm25" else
+            retrieval.build_retriever("dense", CORPUS, index="hnsw", hnsw_m=hnsw_m,
+                                      ef_construction=hnsw_ef_construction,
+                                      cache_dir=cache_dir, show_progress=False))
+    return RETRIEVERS[kind]
 
 
 def make_env(kind):
-    env = RewardEnv(make_retriever(kind, CORPUS), QRELS, reward="acqo_stage1", fmt="acqo",
+    env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage1", fmt="acqo",
                     k=reward_k, max_subqueries=3, lenient=True, eta=eta, delta=delta)
     return SubqueryProbe(env, k=10)
 

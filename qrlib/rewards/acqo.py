@@ -97,13 +97,7 @@ class _RSFTable:
         ranks: list[int] = []
         scores: list[float] = []
         for j, lst in enumerate(lists):
-            seen: set[str] = set()
-            r = 0
-            for d, v in lst:
-                if d in seen:        # a repeated document counts once, at its first rank
-                    continue
-                seen.add(d)
-                r += 1
+            for r, d, v in _fusion.unique_ranked(lst):  # a repeated document counts once
                 rows.append(index.setdefault(d, len(index)))
                 cols.append(j)
                 ranks.append(r)
