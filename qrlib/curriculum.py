@@ -23,8 +23,12 @@ def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[s
                             do_sample: bool = False, temperature: float = 1.0,
                             top_p: float = 1.0, max_new_tokens: int = 64,
                             batch_size: int = 8, seed: int | None = None,
-                            progress: bool = True) -> list[dict[str, Any]]:
+                            progress: bool = True,
+                            autocast: bool | None = False) -> list[dict[str, Any]]:
     """``n`` decompositions per row (greedy unless ``do_sample``), parsed.
+
+    ``autocast``: bf16 autocast of the matmuls on CPU (:func:`qrlib.policy.generate`); about
+    4x faster generation here, at the price of outputs that may differ from fp32 decoding.
 
     One dict per (row, sample): ``qid``, ``sample``, ``completion`` (prefill included),
     ``format_ok`` (strict parse), ``subqueries`` (lenient parse; the original question
@@ -50,7 +54,8 @@ def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[s
         t0 = time.perf_counter()
         outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
                         do_sample=do_sample, temperature=temperature, top_p=top_p,
-                        num_return_sequences=n, batch_size=batch_size, seed=seed)
+                        num_return_sequences=n, batch_size=batch_size, seed=seed,
+                        autocast=autocast)
         per = (time.perf_counter() - t0) / max(len(outs), 1)
         for i, comp in enumerate(outs):
             r = chunk[i // n]
@@ -84,6 +89,39 @@ def search_fused(retriever: Any, subqueries: Mapping[str, Sequence[str]], *, k: 
            for q, subs in subqueries.items() if subs}
     t2 = time.perf_counter()
     return run, {"retrieval": t1 - t0, "fusion": t2 - t1}
+
+
+def rejection_targets(candidates: Sequence[Mapping[str, Any]],
+                      copy_reward: Mapping[str, float]) -> dict[str, dict[str, Any]]:
+    """Rejection-sampling cold start: the best sampled decomposition of each question.
+
+    ``candidates``: one dict per sample with ``qid``, ``completion``, ``format_ok`` and
+    ``reward`` (the score of the fused list of *all* its sub-queries, i.e. what the test
+    measures); ``copy_reward[qid]``: the same score for the question searched as it is.
+    A question's target is its best format-valid sample when that beats the copy strictly,
+    else the copy itself (``completion=None``): the model is shown when splitting helps
+    and, otherwise, to leave the question alone (ACQO's "return it unchanged" rule).
+    Ties between samples go to the earliest. Returns ``{qid: {"completion", "reward",
+    "copy_reward", "gain", "sampled"}}`` for every qid of ``copy_reward``.
+    """
+    best: dict[str, Mapping[str, Any]] = {}
+    for c in candidates:
+        q = str(c["qid"])
+        if q not in copy_reward:
+            raise QrlibError(f"rejection_targets: sample of qid {q!r} has no copy reward")
+        if c.get("format_ok") and (q not in best or float(c["reward"]) > float(best[q]["reward"])):
+            best[q] = c
+    out: dict[str, dict[str, Any]] = {}
+    for q, base in copy_reward.items():
+        b = best.get(q)
+        if b is not None and float(b["reward"]) > float(base):
+            out[q] = {"completion": b["completion"], "reward": float(b["reward"]),
+                      "copy_reward": float(base), "gain": float(b["reward"]) - float(base),
+                      "sampled": True}
+        else:
+            out[q] = {"completion": None, "reward": float(base), "copy_reward": float(base),
+                      "gain": 0.0, "sampled": False}
+    return out
 
 
 def tau_by_question(rewards: Sequence[float], qids: Sequence[str]) -> dict[str, float]:

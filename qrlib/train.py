@@ -480,8 +480,11 @@ def _build_env(cfg: TrainConfig, ds: Any) -> Any:
 def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[str, Any]],
                     peft_config: Any) -> Any:
     """A few SFT steps before RL (TRL ``SFTTrainer``). The target of a row is its
-    ``sft_target`` column when present (e.g. gold SQL, a good decomposition: a real cold
-    start), else a format-valid copy of its query (teaches the output format only)."""
+    ``sft_target`` column (e.g. gold SQL, the best sampled decomposition: a real cold
+    start); when no row has one, every row's target is a format-valid copy of its query
+    (teaches the output format only). When some rows have a target, only those rows are
+    used for SFT (the others are RL-only). The SFT-only adapter is saved to
+    ``<output_dir>/sft/adapter`` so it can be evaluated as its own row."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -489,6 +492,10 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[
 
     template = as_template(cfg.prompt)
     fmt = cfg.completion_format
+    if any("sft_target" in r for r in rows):
+        rows = [r for r in rows if r.get("sft_target")]
+    if not rows:
+        raise QrlibError("sft_steps > 0 but no row has a non-empty sft_target")
     out = []
     for r in rows:
         target = r["sft_target"] if "sft_target" in r else sft_target(r.get("query", ""), fmt)
@@ -504,6 +511,8 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(out),
                          processing_class=tok, peft_config=peft_config)
     trainer.train()
+    trainer.save_model(str(cfg.output_dir / "sft" / "adapter"))
+    tok.save_pretrained(str(cfg.output_dir / "sft" / "adapter"))
     return trainer.model
 
 
@@ -728,6 +737,9 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "rollouts": reward.calls and sum(b.get("n", batch) for b in reward.batches),
                "dynamic_sampling": dict(getattr(trainer, "qrlib_ds_stats", {})),
                "adapter": str(out / "adapter"),
+               "sft_adapter": (str(out / "sft" / "adapter")
+                               if (out / "sft" / "adapter" / "adapter_config.json").exists()
+                               else None),
                "log": str(out / "log.csv"), "train_loss": getattr(result, "training_loss", None),
                "torch_threads": torch.get_num_threads()}
     if trainer.accelerator.is_main_process:

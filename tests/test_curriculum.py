@@ -71,3 +71,26 @@ def test_subquery_probe_adds_fused_and_best_single():
     r0, r1 = env.records[-2:]
     assert r0["part_fused_ndcg@10"] == pytest.approx(1.0)
     assert r0["part_best_sub_ndcg@10"] < 1.0 and r1["part_best_sub_ndcg@10"] == 0.0
+
+
+def test_rejection_targets_pick_the_best_valid_sample_only_when_it_beats_the_copy():
+    from qrlib.curriculum import rejection_targets
+
+    cands = [
+        {"qid": "a", "completion": "s1", "format_ok": True, "reward": 1.2},
+        {"qid": "a", "completion": "s2", "format_ok": True, "reward": 1.9},
+        {"qid": "a", "completion": "bad", "format_ok": False, "reward": 5.0},  # never chosen
+        {"qid": "b", "completion": "t1", "format_ok": True, "reward": 0.7},
+        {"qid": "b", "completion": "t2", "format_ok": True, "reward": 0.7},
+        {"qid": "c", "completion": "u1", "format_ok": True, "reward": 0.3},
+    ]
+    out = rejection_targets(cands, {"a": 1.5, "b": 0.7, "c": 0.2, "d": 1.0})
+    assert out["a"]["completion"] == "s2" and out["a"]["sampled"]
+    assert abs(out["a"]["gain"] - 0.4) < 1e-12
+    assert out["b"] == {"completion": None, "reward": 0.7, "copy_reward": 0.7, "gain": 0.0,
+                        "sampled": False}  # a tie with the copy keeps the copy
+    assert out["c"]["completion"] == "u1"
+    assert out["d"]["completion"] is None  # no sample at all: the copy
+    with pytest.raises(QrlibError, match="no copy reward"):
+        rejection_targets([{"qid": "z", "completion": "x", "format_ok": True, "reward": 1}],
+                          {"a": 0.0})

@@ -158,6 +158,9 @@ def test_06_acqo_format_gate_and_training_ran(rec):
     assert r["demo.four_subqueries_reward"] == -1.0 and r["demo.no_json_reward"] == -1.0
     assert r["bm25.steps"] == 2
     assert 1.0 <= r["bm25.last.sub_queries"] <= 3.0
+    # the rejection-sampling cold start ran (smoke: 2 samples per question, 1 SFT step)
+    assert 0.0 <= r["bm25.warm.target_is_sample"] <= 1.0
+    assert 0.0 <= r["bm25.warm.format_valid"] <= 1.0
 
 
 def test_07_acqo_tau_filter_and_raw_row(rec):
@@ -169,3 +172,11 @@ def test_07_acqo_tau_filter_and_raw_row(rec):
         if key.endswith(".delta_vs_raw"):
             d, lo, hi = val
             assert lo <= d + 1e-12 and d <= hi + 1e-12, key
+
+
+def test_11_evidence_hits_grow_with_depth_and_injection_is_a_rate(rec):
+    r = rec["11_deepretrieval_tasks"]
+    for name in ("hotpotqa-large", "2wikimultihopqa-mini"):
+        h1, h5, h20 = (r[f"evidence.raw.{name}.H@{n}"] for n in (1, 5, 20))
+        assert 0.0 <= h1 <= h5 <= h20 <= 1.0 and h20 > 0.0, name
+        assert 0.0 <= r[f"evidence.untrained_evidence-nothink.{name}.injection_rate"] <= 1.0

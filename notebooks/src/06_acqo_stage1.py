@@ -33,6 +33,11 @@ eta = 0.6  # decay over gold documents, ACQO Eq. 4 (0.6 for HotpotQA, A.2)
 delta = -1.0  # format penalty, ACQO Eq. 5 (not given in the paper)
 reward_k = 100  # ranks scored by Phi (ACQO Eq. 3 reaches rank 100)
 dynamic_sampling = 0  # DAPO dynamic sampling: extra generation rounds per step (0: off)
+warm_start_samples = 0  # rejection-sampling cold start: sampled decompositions per training question (0: off)
+warm_start_temperature = 1.0  # sampling temperature of those decompositions
+sft_steps = 0  # SFT steps on the rejection-sampled targets before Stage I (batch 4)
+sft_learning_rate = 1e-4  # LoRA learning rate of the SFT cold start
+gen_autocast = True  # bf16 autocast when sampling outside training (about 4x faster on CPU)
 hnsw_m = 32  # dense training reward searches an HNSW index (ACQO A.1); evaluation is exact
 hnsw_ef_construction = 200  # HNSW build effort
 n_examples = 6  # rollouts shown at the end
@@ -76,15 +81,16 @@ if cache_dir:
     os.environ["QRLIB_CACHE"] = str(cache_dir)
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import torch
 
 from qrlib import data as qdata
-from qrlib import plots, prompts, retrieval, rows as qrows
-from qrlib.curriculum import SubqueryProbe
+from qrlib import plots, policy, prompts, retrieval, rows as qrows
+from qrlib.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
 from qrlib.record import Recorder
 from qrlib.env import RewardEnv
-from qrlib.train import load_config, train
+from qrlib.train import load_config, sft_target, train
 from qrlib.workbook import save_json, save_table
 
 plots.setup()
@@ -165,7 +171,83 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
                                 "part_fused_ndcg@10", "part_best_sub_ndcg@10"]]
 
 # %% [markdown]
-# ## 3. Stage I training (DAPO)
+# ## 3. A cold start by rejection sampling (optional)
+#
+# An untrained 0.5B model rarely writes a *good* split: with the one-shot prompt it splits
+# often, but the fused list of its sub-queries is on average worse than the question
+# itself (issue #10's probe), so RL starts far from anything worth reinforcing. ACQO trains a
+# 3B model from scratch; at our scale we seed it the way rejection-sampling fine-tuning
+# does (the issue's third lever; ACQO Table 9 is the related SFT baseline):
+#
+# 1. the untrained model samples `warm_start_samples` decompositions of every training
+#    question;
+# 2. each is scored as the test will score it: RSF over *all* its sub-queries, the
+#    Stage II score $S(\mathcal R_k(\hat{\mathcal Q}))$ of Eq. 9 with no top-rank bonus;
+# 3. a question's target is its best sample **if that beats the question searched as it
+#    is**, else the unchanged question (`{"query": "<question>"}`): the model is shown both
+#    when a split helps and when to leave the question alone;
+# 4. `sft_steps` of supervised fine-tuning on these targets (TRL `SFTTrainer`, LoRA), then
+#    Stage I RL continues from that adapter.
+#
+# The targets use the training questions' qrels only, never the test set's. With
+# `warm_start_samples = 0` this section is skipped and Stage I starts from the untrained
+# model, as in the paper.
+
+# %%
+WARM_ROWS = {kind: list(TRAIN_ROWS) for kind in retrievers}
+WARM_TABLE, TARGETS = pd.DataFrame(), {}
+if warm_start_samples:
+    m, tok = policy.load_policy(model)
+    t0 = time.perf_counter()
+    ROLLS = generate_decompositions(m, tok, TRAIN_ROWS, prompt, prefill=prefill,
+                                    n=warm_start_samples, do_sample=True,
+                                    temperature=warm_start_temperature, top_p=top_p,
+                                    max_new_tokens=max_completion_length, seed=seed,
+                                    autocast=gen_autocast)
+    gen_s = time.perf_counter() - t0
+    del m
+    rows_w = []
+    for kind in retrievers:
+        env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage2", fmt="acqo",
+                        k=reward_k, max_subqueries=3, lenient=False, eta=eta, delta=delta,
+                        lam=0.0, k_star=0)
+        scores = env.score([r["completion"] for r in ROLLS], [r["qid"] for r in ROLLS])
+        qids = [r["qid"] for r in TRAIN_ROWS]
+        copies = env.score([sft_target(r["question"], "acqo") for r in TRAIN_ROWS], qids)
+        TARGETS[kind] = targets = rejection_targets(
+            [{**r, "reward": w} for r, w in zip(ROLLS, scores)], dict(zip(qids, copies)))
+        WARM_ROWS[kind] = [{**r, "sft_target": targets[r["qid"]]["completion"]
+                            or sft_target(r["question"], "acqo")} for r in TRAIN_ROWS]
+        chosen = [t for t in targets.values() if t["sampled"]]
+        n_sub = [len(r["subqueries"]) for r in ROLLS if r["format_ok"]]
+        rows_w.append({
+            "retriever": kind, "questions": len(targets), "samples": len(ROLLS),
+            "format-valid samples": np.mean([r["format_ok"] for r in ROLLS]),
+            "sub-queries per valid sample": np.mean(n_sub) if n_sub else 0.0,
+            "mean sample score": float(np.mean(scores)),
+            "question-as-is score": float(np.mean(copies)),
+            "target is a sample": len(chosen) / len(targets),
+            "mean gain of chosen samples": float(np.mean([t["gain"] for t in chosen])) if chosen else 0.0,
+            "generation s": round(gen_s, 1)})
+        save_json(targets, out_dir / f"warm_start_targets_{kind}.json")
+    WARM_TABLE = pd.DataFrame(rows_w)
+    for _, r in WARM_TABLE.iterrows():
+        record(f"{r.retriever}.warm.target_is_sample", r["target is a sample"])
+        record(f"{r.retriever}.warm.format_valid", r["format-valid samples"])
+    save_table(WARM_TABLE, "06_warm_start", tables_dir,
+               caption=f"Rejection-sampling cold start: {warm_start_samples} sampled "
+                       f"decompositions per training question (untrained {model}), scored "
+                       f"by the fused list of all sub-queries; a question's SFT target is its "
+                       f"best sample when that beats the question as it is; profile {profile}")
+    # a few questions whose target is a sampled decomposition (first retriever)
+    first = TARGETS[retrievers[0]]
+    display(pd.DataFrame([{"question": r["question"], "target": first[r["qid"]]["completion"],
+                           "gain over the question as is": first[r["qid"]]["gain"]}
+                          for r in TRAIN_ROWS if first[r["qid"]]["sampled"]][:n_examples]))
+WARM_TABLE
+
+# %% [markdown]
+# ## 4. Stage I training (DAPO)
 #
 # One LoRA adapter per retriever, trained with TRL's `GRPOTrainer` under the DAPO preset
 # (token-level loss, clip range [0.2, 0.28], no KL term), as ACQO A.2 does. The answer is
@@ -184,20 +266,22 @@ for kind in retrievers:
         max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
         learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
         dynamic_sampling=dynamic_sampling, save_steps=max(1, train_steps // 4), seed=seed,
-        retriever=kind))
+        retriever=kind, sft_steps=sft_steps if warm_start_samples else 0,
+        sft_learning_rate=sft_learning_rate))
     t0 = time.perf_counter()
-    SUMMARIES[kind] = s = train(cfg, env=make_env(kind), rows=TRAIN_ROWS)
+    SUMMARIES[kind] = s = train(cfg, env=make_env(kind), rows=WARM_ROWS[kind])
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     CONFIGS[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "dtype", "dynamic_sampling")})
 save_json({"summaries": SUMMARIES, "train_rows": TRAIN_ROWS, "prompt": prompt,
+           "warm_start_samples": warm_start_samples, "sft_steps": sft_steps,
            "prefill": prefill, "train_datasets": train_datasets, "eta": eta, "delta": delta,
            "reward_k": reward_k, "n_distractors": n_distractors,
            "max_completion_length": max_completion_length,
            "corpus_ids": sorted(CORPUS)}, out_dir / "stage1.json")
 
 # %% [markdown]
-# ## 4. Training curves (ACQO Fig. 4)
+# ## 5. Training curves (ACQO Fig. 4)
 #
 # Per step: the mean reward, the mean number of sub-queries, and the nDCG@10 of the fused
 # list next to that of the best single sub-query. ACQO reports that the number of
@@ -261,7 +345,7 @@ save_table(CURVE_TABLE, "06_stage1_curve_summary", tables_dir,
 CURVE_TABLE
 
 # %% [markdown]
-# ## 5. Rollouts
+# ## 6. Rollouts
 #
 # A few rollouts of the last steps, with their Stage I reward.
 

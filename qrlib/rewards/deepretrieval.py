@@ -140,7 +140,9 @@ def _r_dr_recall(o: Observation, *, k: int = LITERATURE_DEPTH, format_bonus: flo
 def _r_dr_rank(o: Observation, *, format_bonus: float = 0.0, format_penalty: float = -4.0,
                gate: bool = True, floor: float = ANSWER_RANK_FLOOR) -> dict:
     """Rank of the first relevant (answer-bearing) document mapped to
-    5/4/2/1/0.5/0.1/-3.5 (searched to rank 3000, the last tier)."""
+    5/4/2/1/0.5/0.1/-3.5 (searched to rank 3000, the last tier). "Answer-bearing" comes
+    from the qrels: build them with :func:`qrlib.evidence.answer_qrels` so the reward and
+    H@N (:func:`qrlib.evidence.hits_at_n`) share one answer-span test."""
     ranks = gold_ranks(o.ranked, o.qrels)
     first = ranks[0] if ranks else None
     ret = answer_rank_tier_reward(first, floor)
