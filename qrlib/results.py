@@ -416,10 +416,96 @@ def _rl(d: Doc) -> str:
     return head + body + "\n"
 
 
+def _acqo(d: Doc) -> str:
+    """ACQO (notebooks 06-07): cold start, curriculum and the test table vs the raw question.
+    Empty until 07 has run in this profile (the gaps section then names it)."""
+    if not (d.tables_dir / "07_acqo_results.csv").exists():
+        return ""
+    res = d.t("07_acqo_results")
+    head = (f"## ACQO: the trained decomposer against the raw question (notebooks 06-07: "
+            f"{_cite('06_warm_start', '07_tau_filter', '07_stage_summary', '07_acqo_results')})\n\n")
+    parts = []
+    try:
+        w = d.t("06_warm_start")
+        parts.append("Cold start by rejection sampling (notebook 06): per retriever, "
+                     + "; ".join(f"{r.retriever}: {d.n(r['target is a sample'], '.0%')} of "
+                                 f"{int(r.questions)} training questions got a sampled "
+                                 f"decomposition as SFT target (it beat the question as is by "
+                                 f"{d.n(r['mean gain of chosen samples'], '.2f')} on average; "
+                                 f"format-valid samples {d.n(r['format-valid samples'], '.2f')})"
+                                 for _, r in w.iterrows()) + ".")
+    except QrlibError:
+        pass
+    try:
+        k = d.t("07_tau_filter")
+        parts.append("Curriculum filter (Eq. 7-8): kept "
+                     + "; ".join(f"{r.retriever} {d.n(r['kept share'], '.2f')} "
+                                 f"[{d.n(r.lo, '.2f')}, {d.n(r.hi, '.2f')}] of {int(r.questions)}"
+                                 for _, r in k.iterrows()) + " training questions (ACQO keeps about half).")
+    except QrlibError:
+        pass
+    rows = []
+    for _, r in res.iterrows():
+        rows.append([r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]), d.n(r["R@10"]),
+                     d.n(r["sub-queries"], ".2f"),
+                     f"{d.n(r['ΔnDCG@10 vs raw'], signed=True)} [{d.n(r.lo, signed=True)}, {d.n(r.hi, signed=True)}]",
+                     str(r["wins/losses"])])
+    table = _md_table(["test set", "retriever", "model", "nDCG@10", "R@10", "sub-queries",
+                       "Δ nDCG@10 vs raw [95% CI]", "wins/losses"], rows)
+    verdicts = []
+    for (name, kind), g in res.groupby(["dataset", "retriever"], sort=False):
+        for _, r in g[g.model.str.startswith("ACQO")].iterrows():
+            v = ("beats" if r.lo > 0 else "falls below" if r.hi < 0 else "is not distinguishable from")
+            verdicts.append(f"{name} / {kind}: {r.model} {v} the raw question")
+    tail = ("\n\nPer test set and retriever: " + "; ".join(verdicts) + ". " if verdicts else "\n\n")
+    tail += ("The interval is a 95% paired bootstrap over questions; settings are far below "
+             "ACQO's (0.5B policy, a few RL steps on CPU); `07_acqo_vs_rows.md` compares ACQO "
+             "with every other row and `07_vs_paper_table3.md` sets HotpotQA next to the paper.")
+    return head + " ".join(parts) + "\n\n" + table + tail + "\n"
+
+
+def _audit(d: Doc) -> str:
+    """DeepRetrieval's published BM25 baselines against Lucene with and without the
+    released code's query prefix (notebook 11), and evidence-seeking H@N of the raw question."""
+    if not (d.tables_dir / "11_baseline_audit.csv").exists():
+        return ""
+    a = d.t("11_baseline_audit")
+    out = [f"## DeepRetrieval beyond BEIR (notebook 11: {_cite('11_baseline_audit')})\n"]
+    if "Lucene contents:" in a.columns:
+        rows = [[r.dataset, d.n(r["published BM25"]), d.n(r["Lucene plain"]),
+                 d.n(r["Lucene contents:"]), d.n(r["Lucene contents:, released eval"]),
+                 d.n(r["bm25s"])] for _, r in a.iterrows()]
+        out.append("BM25 nDCG@10 on the test sets: DeepRetrieval Table 2's published baseline, "
+                   "Lucene (Pyserini 0.22.1) with plain queries, with the `contents:` prefix of the "
+                   "released search code (`code/src/Lucene/<dataset>/search.py` in "
+                   "pat-jj/DeepRetrieval), prefix plus the released evaluation, and bm25s:\n\n"
+                   + _md_table(["dataset", "published", "Lucene plain", "Lucene contents:",
+                                "contents: + released eval", "bm25s"], rows)
+                   + "\n\nA finding about released code, not a claim about intent: the prefix "
+                     "reproduces the low published NFCorpus baseline; see notebook 11 for what it "
+                     "does and does not explain.")
+    else:
+        out.append("Lucene (Pyserini) was not installed in this run; bm25s nDCG@10: "
+                   + ", ".join(f"{r.dataset} {d.n(r['bm25s'])}" for _, r in a.iterrows()) + ".")
+    try:
+        e = d.t("11_evidence_raw")
+        ours = e[e.source.str.startswith("ours")]
+        out.append("\n\nEvidence-seeking retrieval (`11_evidence_raw.md`): the raw question with "
+                   "bm25s finds a passage containing the answer within the top 1 / 5 / 20 for "
+                   + "; ".join(f"{r.source.split(': ')[1].split(' ')[0]} "
+                               f"{d.n(r['H@1'])} / {d.n(r['H@5'])} / {d.n(r['H@20'])}"
+                               for _, r in ours.iterrows())
+                   + " of the span-answerable test questions (pooled corpora, not the paper's "
+                     "21M passages).")
+    except QrlibError:
+        pass
+    return "\n".join(out) + "\n"
+
+
 def _timings(d: Doc) -> str:
     t = d.t("run_timings")
     total = float(t["wall_s"].sum())
-    rows = [[r.notebook, d.n(r.wall_s, ".0f"), d.n(r.peak_rss_mb / 1024, ".1f") if r.peak_rss_mb == r.peak_rss_mb else "–"]
+    rows = [[r.notebook, d.n(r.wall_s, ".0f"), d.n(r.peak_rss_mb / 1024, ".1f", derived="run_timings: peak_rss_mb / 1024") if r.peak_rss_mb == r.peak_rss_mb else "–"]
             for r in t.itertuples()]
     peak = t["peak_rss_mb"].max()
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
@@ -434,11 +520,13 @@ def _timings(d: Doc) -> str:
 
 GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
     ("ACQO's decomposing rewriter trained with the two-stage curriculum, and its rows of "
-     "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("06_", "07_")),
+     "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("07_acqo_results",)),
     ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation) and RL-QR's "
      "annotation-free training on synthesised queries", "issue 11, notebook 08", ("08_",)),
-    ("DeepRetrieval's SQL database search, literature search and evidence-seeking tasks, and "
-     "the audit of its published baselines", "issue 12, notebook 11", ("11_",)),
+    ("DeepRetrieval's SQL database search (Table 3)", "issue 12, notebook 11", ("11_sql",)),
+    ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
+     "reasoning vs no reasoning (Fig. 4)", "issue 12, notebook 11", ("11_evidence_trained",
+                                                                    "11_think")),
 ]
 
 
@@ -446,7 +534,9 @@ def _gaps(d: Doc) -> str:
     have = {p.stem for p in d.tables_dir.glob("*.csv")}
     missing, present = [], []
     for what, where, prefixes in GAPS:
-        tabs = sorted(t for t in have if t.startswith(prefixes))
+        tabs = sorted(t for t in have if t.startswith(prefixes) and t not in d.cited)
+        if any(t.startswith(prefixes) for t in d.cited):
+            continue  # summarised in a section above
         if tabs:
             present.append(f"- {what} ({where}): tables {', '.join(f'`{t}.md`' for t in tabs)}.")
         else:
@@ -468,9 +558,7 @@ def _gaps(d: Doc) -> str:
 
 
 def _other_tables(d: Doc) -> str:
-    gap_prefixes = tuple(p for _, _, ps in GAPS for p in ps)
-    rest = sorted(p.stem for p in d.tables_dir.glob("*.csv")
-                  if p.stem not in d.cited and not p.stem.startswith(gap_prefixes))
+    rest = sorted(p.stem for p in d.tables_dir.glob("*.csv") if p.stem not in d.cited)
     if not rest:
         return ""
     return ("## Other tables of this run\n\nNot quoted above, in `tables/" + d.profile + "/`: "
@@ -479,7 +567,8 @@ def _other_tables(d: Doc) -> str:
 
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
-    ("bandits", _bandits), ("rl", _rl), ("timings", _timings), ("gaps", _gaps),
+    ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo), ("beyond BEIR", _audit),
+    ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 
 

@@ -39,6 +39,7 @@ bootstrap = 2000  # paired-bootstrap resamples
 untrained_prompts = ["acqo/decompose-oneshot", "acqo/no-decompose"]  # untrained rows
 n_examples = 6  # example decompositions shown per model
 gen_autocast = True  # bf16 autocast for tau rollouts and test decoding (about 4x faster on CPU)
+eval_batch_size = 8  # test questions decoded together (greedy)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 
 # %% [markdown]
@@ -311,7 +312,7 @@ for label, (adapter, prm) in MODELS.items():
         rows_t = qrows.rows_from_dataset(TEST[name])
         DECOMP[label, name] = generate_decompositions(
             m, tok, rows_t, prm, prefill=PREFILL, max_new_tokens=eval_max_new_tokens,
-            progress=False, autocast=gen_autocast)
+            progress=False, autocast=gen_autocast, batch_size=eval_batch_size)
     del m
     print(label, "done")
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompositions.json")
