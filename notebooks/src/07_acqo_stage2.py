@@ -40,6 +40,7 @@ untrained_prompts = ["acqo/decompose-oneshot", "acqo/no-decompose"]  # untrained
 n_examples = 6  # example decompositions shown per model
 gen_autocast = True  # bf16 autocast for tau rollouts and test decoding (about 4x faster on CPU)
 eval_batch_size = 8  # test questions decoded together (greedy)
+rule_row = True  # add a model-free row: the question plus qrlib.decompose.heuristic_split's sub-queries (headroom check)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 
 # %% [markdown]
@@ -84,6 +85,7 @@ from qrlib import data as qdata
 from qrlib import metrics, plots, policy, retrieval, rows as qrows
 from qrlib.curriculum import (SubqueryProbe, generate_decompositions, keep_for_stage2,
                               search_fused, tau_by_question)
+from qrlib.decompose import heuristic_split
 from qrlib.env import RewardEnv
 from qrlib.record import Recorder
 from qrlib.stats import fmt_interval, paired_bootstrap
@@ -322,10 +324,15 @@ save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompo
 #
 # For each dataset × evaluation retriever × model: R@4, R@10, R@100, MAP@10, MRR@10 and
 # nDCG@10 (ir-measures), the mean number of sub-queries, and nDCG@10 minus the raw
-# question's on the same questions with a 95% paired-bootstrap interval.
+# question's on the same questions with a 95% paired-bootstrap interval. With `rule_row`
+# a model-free row is added: the question fused (RSF) with up to two sub-queries of
+# `qrlib.decompose.heuristic_split` (comparison alternatives, entity spans, clauses; see
+# notebook 03). It shows how much a plain rule already gains here, i.e. the headroom a
+# trained decomposer has to reach before it is worth its generation cost.
 
 # %%
 MEASURES = ["R@4", "R@10", "R@100", "AP@10", "RR@10", "nDCG@10"]
+RULE = "rule: question + heuristic split (no model)"
 PER_Q, LAT = {}, []
 for name in test_datasets:
     ds = TEST[name]
@@ -334,6 +341,13 @@ for name in test_datasets:
         raw_run, t = search_fused(retr, {q: [ds.queries[q]] for q in ds.queries}, k=eval_k)
         PER_Q[name, kind, "raw question"] = metrics.evaluate(raw_run, ds.qrels, MEASURES,
                                                              per_query=True)
+        if rule_row:  # no model: the question plus up to two rule-based sub-queries
+            subs = {q: list(dict.fromkeys([ds.queries[q]] + heuristic_split(ds.queries[q], 2)))[:3]
+                    for q in ds.queries}
+            run, _ = search_fused(retr, subs, k=eval_k)
+            pq = metrics.evaluate(run, ds.qrels, MEASURES, per_query=True)
+            pq["n_sub"] = pq.query_id.map({q: len(v) for q, v in subs.items()})
+            PER_Q[name, kind, RULE] = pq
         for label in MODELS:
             dec = DECOMP[label, name]
             subs = {d["qid"]: d["subqueries"] for d in dec}
@@ -525,6 +539,11 @@ for name in test_datasets:
               f"(Δ {acqo['ΔnDCG@10 vs raw']:+.3f}, 95% CI [{acqo.lo:+.3f}, {acqo.hi:+.3f}]) "
               f"-> ACQO {verdict} the raw question; {acqo['sub-queries']:.2f} sub-queries per "
               f"question.")
+        for label in sel.index:
+            if label.startswith(("cold start", "rule:")):
+                r = sel.loc[label]
+                print(f"   {label}: nDCG@10 {r['nDCG@10']:.3f} (Δ {r['ΔnDCG@10 vs raw']:+.3f}, "
+                      f"95% CI [{r.lo:+.3f}, {r.hi:+.3f}]; {r['sub-queries']:.2f} sub-queries)")
 for _, r in KEPT_TABLE.iterrows():
     print(f"tau filter ({r.retriever}): kept {r['kept share']:.0%} of training questions "
           f"[{r.lo:.0%}, {r.hi:.0%}] (ACQO keeps about half).")
