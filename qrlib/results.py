@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.errors import QrlibError
+from qrlib.stats import verdict
 from qrlib.workbook import REPO_ROOT, atomic_write
 
 # ---------------------------------------------------------------------------- numbers
@@ -116,6 +117,15 @@ class Doc:
             if name not in self.cited:
                 self.cited.append(name)
         return self._tables[name]
+
+    def has(self, name: str) -> bool:
+        """Whether this profile wrote ``tables/<profile>/<name>.csv``."""
+        return (self.tables_dir / f"{name}.csv").exists()
+
+    def interval(self, diff: float, lo: float, hi: float) -> str:
+        """``+0.027 [+0.018, +0.038]``, each number sourced like :meth:`n`."""
+        return (f"{self.n(diff, signed=True)} [{self.n(lo, signed=True)}, "
+                f"{self.n(hi, signed=True)}]")
 
     def pub(self, paper: str, table: str, **kw):
         from qrlib import published
@@ -377,29 +387,16 @@ def _rl(d: Doc) -> str:
             + " SciFact test claims):\n\n"
             + _md_table(["retriever", "raw claim nDCG@10", "untrained nDCG@10", "trained nDCG@10",
                          "R@100 raw / trained", "modification rate"], rows))
-    verdict = ""
-    if (d.tables_dir / "10_vs_raw.csv").exists():
-        vs = d.t("10_vs_raw")
-        vs = vs[vs.method.str.startswith("trained") & (vs.dataset == "scifact")]
-        sig = [r for _, r in vs.iterrows() if r.lo > 0]
-        verdict = (("**No trained rewrite beats the raw claim with a 95% paired-bootstrap "
-                    "interval that excludes 0** (`10_vs_raw.md`): "
-                    if not sig else "Trained rewrites that beat the raw claim with a 95% "
-                    "interval excluding 0 (`10_vs_raw.md`): "
-                    + ", ".join(f"{r.retriever} ({r.method})" for r in sig) + "; all: ")
-                   + "; ".join(f"{r.retriever} {d.n(r['diff'], signed=True)} "
-                               f"[{d.n(r.lo, signed=True)}, {d.n(r.hi, signed=True)}]"
-                               for _, r in vs.iterrows()) + ". ")
-    else:
-        better = []
-        for kind in dict.fromkeys(te.retriever):
-            sub = te[te.retriever == kind].set_index("method")
-            raw_v = sub.loc["raw", "nDCG@10"] if "raw" in sub.index else float("inf")
-            better += [f"{kind} ({m})" for m in sub.index
-                       if m.startswith("trained") and sub.loc[m, "nDCG@10"] > raw_v]
-        verdict = ("**The trained rewrites do not beat the raw claim.** " if not better else
-                   "Trained rewrites score above the raw claim (no interval computed) for: "
-                   + ", ".join(better) + ". ")
+    vs = d.t("10_vs_raw")
+    vs = vs[vs.method.str.startswith("trained") & (vs.dataset == "scifact")]
+    sig = [r for _, r in vs.iterrows() if r.lo > 0]
+    verdict = (("**No trained rewrite beats the raw claim with a 95% paired-bootstrap "
+                "interval that excludes 0** (`10_vs_raw.md`): "
+                if not sig else "Trained rewrites that beat the raw claim with a 95% "
+                "interval excluding 0 (`10_vs_raw.md`): "
+                + ", ".join(f"{r.retriever} ({r.method})" for r in sig) + "; all: ")
+               + "; ".join(f"{r.retriever} {d.interval(r['diff'], r.lo, r.hi)}"
+                           for _, r in vs.iterrows()) + ". ")
     body += ("\n\n" + verdict
              + "DeepRetrieval reports large gains after thousands of GPU steps with a 3B policy; "
                "a few CPU steps of a 0.5B model on one claim per step mostly buy format "
@@ -435,7 +432,7 @@ def _rl(d: Doc) -> str:
 def _acqo(d: Doc) -> str:
     """ACQO (notebooks 06-07): cold start, curriculum and the test table vs the raw question.
     Empty until 07 has run in this profile (the gaps section then names it)."""
-    if not (d.tables_dir / "07_acqo_results.csv").exists():
+    if not d.has("07_acqo_results"):
         return ""
     res = d.t("07_acqo_results")
     head = (f"## ACQO: the trained decomposer against the raw question (notebooks 06-07: "
@@ -464,21 +461,20 @@ def _acqo(d: Doc) -> str:
     for _, r in res.iterrows():
         rows.append([r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]), d.n(r["R@10"]),
                      d.n(r["sub-queries"], ".2f"),
-                     f"{d.n(r['ΔnDCG@10 vs raw'], signed=True)} [{d.n(r.lo, signed=True)}, {d.n(r.hi, signed=True)}]",
+                     d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi),
                      str(r["wins/losses"])])
     table = _md_table(["test set", "retriever", "model", "nDCG@10", "R@10", "sub-queries",
                        "Δ nDCG@10 vs raw [95% CI]", "wins/losses"], rows)
     verdicts = []
     for (name, kind), g in res.groupby(["dataset", "retriever"], sort=False):
         for _, r in g[g.model.str.startswith("ACQO")].iterrows():
-            v = ("beats" if r.lo > 0 else "falls below" if r.hi < 0 else "is not distinguishable from")
-            verdicts.append(f"{name} / {kind}: {r.model} {v} the raw question")
+            verdicts.append(f"{name} / {kind}: {r.model} {verdict(r.lo, r.hi)} the raw question")
     tail = ("\n\nPer test set and retriever: " + "; ".join(verdicts) + ". " if verdicts else "\n\n")
     tail += ("The interval is a 95% paired bootstrap over questions; settings are far below "
              "ACQO's (0.5B policy, a few RL steps on CPU); `07_acqo_vs_rows.md` compares ACQO "
              "with every other row"
              + (" and `07_vs_paper_table3.md` sets HotpotQA next to the paper."
-                if (d.tables_dir / "07_vs_paper_table3.csv").exists() else
+                if d.has("07_vs_paper_table3") else
                 "; HotpotQA, the setting of ACQO Table 3, is evaluated in `cpu-long`."))
     copiers = [r.model for _, r in res.iterrows()
                if not r.model.startswith(("raw", "rule", "untrained")) and r["sub-queries"] < 1.1]
@@ -493,7 +489,7 @@ def _acqo(d: Doc) -> str:
 def _audit(d: Doc) -> str:
     """DeepRetrieval's published BM25 baselines against Lucene with and without the
     released code's query prefix (notebook 11), and evidence-seeking H@N of the raw question."""
-    if not (d.tables_dir / "11_baseline_audit.csv").exists():
+    if not d.has("11_baseline_audit"):
         return ""
     a = d.t("11_baseline_audit")
     out = [f"## DeepRetrieval beyond BEIR (notebook 11: {_cite('11_baseline_audit')})\n"]

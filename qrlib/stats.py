@@ -59,3 +59,9 @@ def fmt_interval(r: Mapping[str, float], digits: int = 3) -> str:
     """``+0.012 [+0.003, +0.021]`` from a :func:`paired_bootstrap` result."""
     f = f"{{:+.{digits}f}}"
     return f"{f.format(r['diff'])} [{f.format(r['lo'])}, {f.format(r['hi'])}]"
+
+
+def verdict(lo: float, hi: float) -> str:
+    """How an interval of ``a - b`` reads: "beats" (excludes 0 from above), "falls below"
+    (from below) or "is not distinguishable from" (contains 0)."""
+    return "beats" if lo > 0 else "falls below" if hi < 0 else "is not distinguishable from"

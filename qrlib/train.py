@@ -182,9 +182,7 @@ def build_prompts(queries: dict[str, str] | Sequence[dict[str, Any]], tokenizer:
     from datasets import Dataset
 
     from qrlib.prompts import as_template
-    from qrlib.rows import check_rows
-
-    from qrlib.rows import rows_from_queries
+    from qrlib.rows import check_rows, rows_from_queries
 
     rows = (rows_from_queries(queries) if isinstance(queries, Mapping)
             else [dict(r) for r in queries])

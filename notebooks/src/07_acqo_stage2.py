@@ -88,7 +88,7 @@ from qrlib.curriculum import (SubqueryProbe, generate_decompositions, keep_for_s
 from qrlib.decompose import heuristic_split
 from qrlib.env import RewardEnv
 from qrlib.record import Recorder
-from qrlib.stats import fmt_interval, paired_bootstrap
+from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.train import load_config, train
 from qrlib.workbook import load_json, save_json, save_table
 
@@ -533,12 +533,10 @@ for name in test_datasets:
         sel = RESULTS[(RESULTS.dataset == name) & (RESULTS.retriever == kind)].set_index("model")
         raw = sel.loc["raw question", "nDCG@10"]
         acqo = sel.loc[f"ACQO: Stage I+II ({kind}-trained)"]
-        verdict = ("beats" if acqo.lo > 0 else "falls below" if acqo.hi < 0 else
-                   "is not distinguishable from")
         print(f"{name}, {kind}: raw question nDCG@10 {raw:.3f}; ACQO {acqo['nDCG@10']:.3f} "
               f"(Δ {acqo['ΔnDCG@10 vs raw']:+.3f}, 95% CI [{acqo.lo:+.3f}, {acqo.hi:+.3f}]) "
-              f"-> ACQO {verdict} the raw question; {acqo['sub-queries']:.2f} sub-queries per "
-              f"question.")
+              f"-> ACQO {verdict(acqo.lo, acqo.hi)} the raw question; "
+              f"{acqo['sub-queries']:.2f} sub-queries per question.")
         for label in sel.index:
             if label.startswith(("cold start", "rule:")):
                 r = sel.loc[label]

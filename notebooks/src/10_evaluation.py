@@ -202,7 +202,7 @@ effect
 # 10,000 resamples). An interval that contains 0 means the run cannot tell the two apart.
 
 # %%
-from qrlib.stats import fmt_interval, paired_bootstrap
+from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 
 vs_rows = []
 for (name, kind, method), pq in PERQ.items():
@@ -336,10 +336,8 @@ if len(tokens):
         lines.append(f"- Generated tokens per query: {tk.mean_tokens.min():.1f}-"
                      f"{tk.mean_tokens.max():.1f} on average.")
 for r in vs_raw.to_dict("records"):
-    verdict = ("beats" if r["lo"] > 0 else "falls below" if r["hi"] < 0
-               else "cannot be told apart from")
     record(f"{r['dataset']}.{r['retriever']}.{r['method']}.vs_raw", [r["diff"], r["lo"], r["hi"]])
     if r["method"].startswith("trained-"):
-        lines.append(f"- {r['method']} ({r['dataset']}, {r['retriever']}) {verdict} the raw "
+        lines.append(f"- {r['method']} ({r['dataset']}, {r['retriever']}) {verdict(r['lo'], r['hi'])} the raw "
                      f"query: nDCG@10 {r['interval']} over {r['queries']} queries.")
 display(Markdown("\n".join(lines) if lines else "No rewrites in this run."))
