@@ -443,7 +443,10 @@ def _acqo(d: Doc) -> str:
         parts.append("Cold start by rejection sampling (notebook 06): per retriever, "
                      + "; ".join(f"{r.retriever}: {d.n(r['target is a sample'], '.0%')} of "
                                  f"{int(r.questions)} training questions got a sampled "
-                                 f"decomposition as SFT target (it beat the question as is by "
+                                 f"decomposition as SFT target"
+                                 + (f" and {d.n(r['target is the rule split'], '.0%')} the "
+                                    f"rule split" if "target is the rule split" in r else "")
+                                 + f" (it beat the question as is by "
                                  f"{d.n(r['mean gain of chosen samples'], '.2f')} on average; "
                                  f"format-valid samples {d.n(r['format-valid samples'], '.2f')})"
                                  for _, r in w.iterrows()) + ".")
@@ -484,6 +487,78 @@ def _acqo(d: Doc) -> str:
                  "training questions have a sampled split that beats the question, the cold "
                  "start teaches copying and GRPO then sees groups of identical rollouts.")
     return head + " ".join(parts) + "\n\n" + table + tail + "\n"
+
+
+def _sage_rlqr(d: Doc) -> str:
+    """SAGE and RL-QR (notebook 08): best-of-N curves, the trained reward variants against
+    the raw query and each other, RL-QR synthesis and the annotation-free rewriters."""
+    if not d.has("08_sage_results"):
+        return ""
+    out = [f"## SAGE and RL-QR (notebook 08: "
+           f"{_cite('08_best_of_n', '08_strategy_best_share', '08_sage_results', '08_sage_pairwise', '08_rlqr_synthesis', '08_rlqr_results')})\n"]
+    b, s = d.t("08_best_of_n"), d.t("08_strategy_best_share")
+    nmax = int(b.N.max())
+    fams = list(dict.fromkeys(b.family))
+    beats = s.groupby(["dataset", "retriever", "family"])["family beats raw"].first()
+    rows = []
+    for (name, kind), g in b.groupby(["dataset", "retriever"], sort=False):
+        g = g.set_index(["family", "N"])["best-of-N nDCG@10"]
+        raw = b[(b.dataset == name) & (b.retriever == kind)]["raw nDCG@10"].iloc[0]
+        rows.append([name, kind, d.n(raw)] + [
+            f"{d.n(g[f, 1])} / {d.n(g[f, nmax])} ({d.n(beats[name, kind, f], '.0%')})"
+            for f in fams])
+    q = int(b.queries.iloc[0])
+    out.append(f"\nStrategy-guided prompting (SAGE Sec. 3.1): nDCG@10 of one sampled rewrite "
+               f"(best-of-1) and of the best of {nmax} chosen with the qrels (an oracle upper "
+               f"bound), and in brackets the share of queries where some rewrite beats the raw "
+               f"query; {q} test queries per dataset:\n\n"
+               + _md_table(["dataset", "retriever", "raw query"]
+                           + [f"{f}: 1 / {nmax}" for f in fams], rows))
+    res = d.t("08_sage_results")
+    rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]),
+             d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi), d.n(r.modified, ".2f"),
+             d.n(r["gen tokens"], ".1f")] for _, r in res.iterrows()]
+    abl = any(str(m).startswith("SCS,") for m in res.model)
+    out.append("\n\nSAGE training (Sec. 2.3-2.5) on the test queries, with the copy penalty "
+               "(Eq. 3)" + (" and the exploration ablation (Table 3)" if abl else
+                            "; the exploration ablation (Table 3) runs in `cpu-long`")
+               + ":\n\n"
+               + _md_table(["dataset", "retriever", "model", "nDCG@10",
+                            "Δ vs raw [95% CI]", "modified", "tokens"], rows))
+    pw = d.t("08_sage_pairwise")
+    if len(pw):
+        out.append("\n\nAgainst each other (95% paired bootstrap): "
+                   + "; ".join(f"{r.a} − {r.b} {d.interval(r['Δ (a-b)'], r.lo, r.hi)}"
+                               for _, r in pw.iterrows()) + ".")
+        by = {(r.a, r.b): r for _, r in pw.iterrows()}
+        need = [("SAGE-SCS", "SAGE Direct"), ("SAGE-CRS", "SAGE Direct"),
+                ("SAGE Direct", "unguided RL (DeepRetrieval-style)")]
+        if all(k in by for k in need):
+            holds = all(by[k].lo > 0 for k in need)
+            out.append(" The paper's ordering (SCS, CRS > Direct > unguided) "
+                       + ("holds here with intervals above 0." if holds else
+                          "is not shown here: not every one of these intervals lies above 0."))
+    syn = d.t("08_rlqr_synthesis")
+    out.append("\n\nRL-QR query synthesis (Alg. 1): "
+               + "; ".join(f"{r.dataset}: {int(r.usable)} of {int(r.documents)} documents gave "
+                           f"a usable question ({d.n(r['usable share'], '.0%')}), BM25 ranks the "
+                           f"source first for {d.n(r['bm25 source@1'], '.0%')}"
+                           for _, r in syn.iterrows() if "bm25 source@1" in r) + ".")
+    rr = d.t("08_rlqr_results")
+    rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
+             d.interval(r["ΔnDCG@3 vs raw"], r.lo, r.hi),
+             f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}"]
+            for _, r in rr.iterrows()]
+    out.append(" Rewriters trained only on synthetic queries, tested on the real ones "
+               "(RL-QR Table 2's layout):\n\n"
+               + _md_table(["dataset", "retriever", "model", "nDCG@3", "Δ vs raw [95% CI]",
+                            "query words"], rows))
+    verdicts = [f"{r.dataset} / {r.retriever}: RL-QR {verdict(r.lo, r.hi)} the raw query"
+                for _, r in rr[rr.model == "RL-QR"].iterrows()]
+    out.append("\n\n" + "; ".join(verdicts) + ". Settings are far below the papers' "
+               "(a 135M policy and a few GRPO steps on CPU, against Qwen3-4B and BGE-base); "
+               "`cpu-long` runs the Qwen policy with more steps.")
+    return "".join(out) + "\n"
 
 
 def _audit(d: Doc) -> str:
@@ -589,7 +664,8 @@ def _other_tables(d: Doc) -> str:
 
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
-    ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo), ("beyond BEIR", _audit),
+    ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
+    ("sage and rl-qr", _sage_rlqr), ("beyond BEIR", _audit),
     ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 

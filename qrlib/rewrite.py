@@ -14,7 +14,7 @@ from qrlib import policy
 from qrlib.errors import QrlibError
 from qrlib.rewards import same_query
 
-__all__ = ["rewrite_queries"]
+__all__ = ["rewrite_queries", "sample_rewrites"]
 
 
 def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any, *,
@@ -34,7 +34,6 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
 
     import pandas as pd
 
-    from qrlib.parsing import parse_completion
     from qrlib.prompts import render_prompt
 
     if mode not in ("rewrite", "expand"):
@@ -53,16 +52,71 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
         outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
                         batch_size=batch_size)
         per = (time.perf_counter() - t0) / len(chunk)
-        for q, out in zip(chunk, outs):
-            full = prefill + out
-            strict = parse_completion(full, fmt)
-            p = strict if strict.ok else parse_completion(full, fmt, lenient=True)
-            rw = p.queries[0] if p.queries else ""
-            orig = queries[q]
-            search = (f"{orig} {rw}".strip() if mode == "expand" else rw) if rw else orig
-            rows.append({"qid": q, "query": orig, "completion": out, "format_ok": strict.ok,
-                         "rewrite": rw, "search_text": search,
-                         "modified": bool(rw) and not same_query(rw, orig),
-                         "gen_tokens": len(tokenizer(out, add_special_tokens=False)["input_ids"]),
-                         "gen_seconds": per})
+        rows += [_row(tokenizer, q, queries[q], out, fmt, prefill, mode, per)
+                 for q, out in zip(chunk, outs)]
+    return pd.DataFrame(rows)
+
+
+def _row(tokenizer: Any, qid: str, orig: str, out: str, fmt: str, prefill: str, mode: str,
+         seconds: float) -> dict[str, Any]:
+    """One completion -> the row :func:`rewrite_queries` documents."""
+    from qrlib.parsing import parse_completion
+
+    full = prefill + out
+    strict = parse_completion(full, fmt)
+    p = strict if strict.ok else parse_completion(full, fmt, lenient=True)
+    rw = p.queries[0] if p.queries else ""
+    search = (f"{orig} {rw}".strip() if mode == "expand" else rw) if rw else orig
+    return {"qid": qid, "query": orig, "completion": out, "format_ok": strict.ok,
+            "rewrite": rw, "search_text": search,
+            "modified": bool(rw) and not same_query(rw, orig),
+            "strategy": p.strategy,
+            "gen_tokens": len(tokenizer(out, add_special_tokens=False)["input_ids"]),
+            "gen_seconds": seconds}
+
+
+def sample_rewrites(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any,
+                    n: int, *, fmt: str | None = None, prefill: str | None = None,
+                    mode: str = "rewrite", max_new_tokens: int = 32,
+                    temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 32,
+                    seed: int = 0, autocast: bool | None = None,
+                    progress: bool = True) -> "Any":
+    """``n`` sampled rewrites of every query (best-of-N pools, SAGE Sec. 3.1); one row per
+    sample with the columns of :func:`rewrite_queries` plus ``sample`` (0..n-1). ``fmt``
+    and ``prefill`` default to the prompt's ``meta``. Sampling is seeded; bf16 autocast on
+    CPU follows :func:`qrlib.policy.use_cpu_autocast` unless ``autocast`` is given."""
+    import time
+
+    import pandas as pd
+
+    from qrlib.prompts import as_template, render_prompt
+
+    if n < 1:
+        raise QrlibError(f"n (samples per query) must be >= 1, got {n}")
+    if mode not in ("rewrite", "expand"):
+        raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
+    meta = as_template(prompt).meta
+    fmt = fmt or meta.get("fmt", "deepretrieval-nothink")
+    prefill = meta.get("prefill", "") if prefill is None else prefill
+    qids = list(queries)
+    per_batch = max(1, batch_size // n)
+    rows: list[dict[str, Any]] = []
+    starts = range(0, len(qids), per_batch)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc=f"sample {getattr(prompt, 'name', prompt)}", unit="batch")
+    for b, s in enumerate(starts):
+        chunk = qids[s:s + per_batch]
+        texts = [render_prompt(prompt, tokenizer, queries[q], prefill) for q in chunk]
+        t0 = time.perf_counter()
+        outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
+                               do_sample=True, temperature=temperature, top_p=top_p,
+                               num_return_sequences=n, batch_size=len(texts),
+                               seed=seed + b, autocast=autocast)
+        per = (time.perf_counter() - t0) / len(outs)
+        for i, out in enumerate(outs):
+            q = chunk[i // n]
+            rows.append({**_row(tokenizer, q, queries[q], out, fmt, prefill, mode, per),
+                         "sample": i % n})
     return pd.DataFrame(rows)

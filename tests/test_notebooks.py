@@ -180,3 +180,33 @@ def test_11_evidence_hits_grow_with_depth_and_injection_is_a_rate(rec):
         h1, h5, h20 = (r[f"evidence.raw.{name}.H@{n}"] for n in (1, 5, 20))
         assert 0.0 <= h1 <= h5 <= h20 <= 1.0 and h20 > 0.0, name
         assert 0.0 <= r[f"evidence.untrained_evidence-nothink.{name}.injection_rate"] <= 1.0
+
+
+def test_08_best_of_n_curves_sage_and_rlqr_rows(rec, smoke_run):
+    r = rec["08_sage_rlqr"]
+    _, _, paths = smoke_run
+    # deterministic retrieval on the seeded subsets pins the raw-query rows
+    assert r["bon.nfcorpus.bm25.raw"] == pytest.approx(0.6804, abs=0.005)
+    assert r["sage.nfcorpus.raw query.ndcg10"] == pytest.approx(0.5634, abs=0.01)
+    assert r["rlqr.scifact.bm25.raw query.ndcg3"] == pytest.approx(0.9413, abs=0.005)
+    bon = pd.read_csv(paths["tables_dir"] / "08_best_of_n.csv")
+    assert set(bon.family) == {"SAGE strategies", "DMQR-RAG", "generic"}
+    for _, g in bon.groupby(["dataset", "retriever", "family"]):
+        curve = g.sort_values("N")["best-of-N nDCG@10"].tolist()
+        assert all(a <= b + 1e-12 for a, b in zip(curve, curve[1:])), curve  # monotone in N
+        assert curve[0] == pytest.approx(g["mean sample nDCG@10"].iloc[0], abs=1e-9)
+    for fam in ("SAGE strategies", "DMQR-RAG", "generic"):
+        assert 0.0 <= r[f"bon.nfcorpus.bm25.{fam}.beats_raw"] <= 1.0
+    for key in ("unguided RL (DeepRetrieval-style)", "SAGE-SCS"):  # trained rows exist
+        assert 0.0 <= r[f"sage.nfcorpus.{key}.ndcg10"] <= 1.0
+        assert 0.0 <= r[f"sage.nfcorpus.{key}.modified"] <= 1.0
+    assert 0 <= r["rlqr.scifact.synthesis.usable"] <= 3
+    assert r["rlqr.scifact.synthesis.usable_share"] == pytest.approx(
+        r["rlqr.scifact.synthesis.usable"] / 3)
+    assert 0.0 <= r["rlqr.scifact.bm25.RL-QR.ndcg3"] <= 1.0
+    for key, val in r.items():
+        if key.endswith(".delta_vs_raw"):
+            d, lo, hi = val
+            assert lo <= d + 1e-12 and d <= hi + 1e-12, key
+            if ".raw query." in key:
+                assert val == [0.0, 0.0, 0.0]

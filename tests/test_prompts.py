@@ -88,3 +88,34 @@ def test_render_with_smollm2_chat_template():
     text = prompts.render("sage/proactive", tok, query="Obama was born in Hawaii.")
     assert text.startswith("<|im_start|>system") and "Obama was born in Hawaii." in text
     assert text.rstrip().endswith("<|im_start|>assistant")
+
+
+# ------------------------------------------------------------------ SAGE best-of-N families
+def test_best_of_n_families_render_and_their_prefill_parses():
+    from qrlib.parsing import parse_completion
+    from qrlib.prompts import REGISTRY, as_template, render
+
+    names = [n for n in REGISTRY if as_template(n).meta.get("family")]
+    fams = {as_template(n).meta["family"] for n in names}
+    assert fams == {"sage", "dmqr", "generic"}
+    assert sum(as_template(n).meta["family"] == "sage" for n in names) == 5
+    assert sum(as_template(n).meta["family"] == "dmqr" for n in names) == 4
+    for n in names:
+        t = as_template(n)
+        text = render(n, query="does aspirin prevent stroke")[-1]["content"]
+        assert text.endswith("Query: does aspirin prevent stroke")
+        p = parse_completion(t.meta["prefill"] + 'aspirin stroke prevention"}</answer>', t.meta["fmt"])
+        assert p.ok and p.queries == ["aspirin stroke prevention"]
+
+
+def test_sage_guided_prefill_puts_the_strategy_first():
+    from qrlib.parsing import parse_completion
+    from qrlib.prompts import as_template
+
+    for name in ("sage/guided", "sage/guided-conservative"):
+        t = as_template(name)
+        p = parse_completion(t.meta["prefill"] + '3, "query": "aspirin stroke trial"}</answer>',
+                             t.meta["fmt"])
+        assert p.ok and p.strategy == 3 and p.queries == ["aspirin stroke trial"]
+    assert "unchanged" in as_template("sage/guided-conservative").user
+    assert "do not return the input unchanged" in as_template("sage/guided").user

@@ -35,6 +35,8 @@ reward_k = 100  # ranks scored by Phi (ACQO Eq. 3 reaches rank 100)
 dynamic_sampling = 0  # DAPO dynamic sampling: extra generation rounds per step (0: off)
 warm_start_samples = 0  # rejection-sampling cold start: sampled decompositions per training question (0: off)
 warm_start_temperature = 1.0  # sampling temperature of those decompositions
+warm_start_rule_candidate = False  # also offer the question plus its heuristic_split sub-queries as a candidate target
+warm_start_copy_targets = True  # questions without a better candidate learn to copy; False leaves them out of SFT
 sft_steps = 0  # SFT steps on the rejection-sampled targets before Stage I (batch 4)
 sft_learning_rate = 1e-4  # LoRA learning rate of the SFT cold start
 gen_autocast = True  # bf16 autocast when sampling outside training (about 4x faster on CPU)
@@ -88,6 +90,7 @@ import torch
 from qrlib import data as qdata
 from qrlib import plots, policy, prompts, retrieval, rows as qrows
 from qrlib.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
+from qrlib.decompose import heuristic_split
 from qrlib.record import Recorder
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, sft_target, train
@@ -191,7 +194,13 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
 #
 # The targets use the training questions' qrels only, never the test set's. With
 # `warm_start_samples = 0` this section is skipped and Stage I starts from the untrained
-# model, as in the paper.
+# model, as in the paper. Two levers (issue #10), both off by default:
+# `warm_start_rule_candidate` adds the model-free split of notebook 07's rule row (the
+# question plus `qrlib.decompose.heuristic_split`) to each question's candidates, so a
+# question can get a good split as target even when none of the model's samples was one;
+# `warm_start_copy_targets = False` drops the "leave it unchanged" targets, so SFT only
+# shows improving splits (with many copy targets the cold start teaches copying, and the
+# Stage I groups then have identical rollouts).
 
 # %%
 WARM_ROWS = {kind: list(TRAIN_ROWS) for kind in retrievers}
@@ -206,19 +215,31 @@ if warm_start_samples:
                                     autocast=gen_autocast)
     gen_s = time.perf_counter() - t0
     del m
+    CANDS = [dict(r, rule=False) for r in ROLLS]
+    if warm_start_rule_candidate:  # the model-free split, in the answer format of the prompt
+        for r in TRAIN_ROWS:
+            subs = list(dict.fromkeys([r["question"]] + heuristic_split(r["question"], 2)))[:3]
+            if len(subs) > 1:
+                CANDS.append({"qid": r["qid"], "completion": json.dumps(
+                    {"query": "%%".join(subs)}, ensure_ascii=False), "format_ok": True,
+                    "subqueries": subs, "rule": True})
     rows_w = []
     for kind in retrievers:
         env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage2", fmt="acqo",
                         k=reward_k, max_subqueries=3, lenient=False, eta=eta, delta=delta,
                         lam=0.0, k_star=0)
-        scores = env.score([r["completion"] for r in ROLLS], [r["qid"] for r in ROLLS])
+        all_scores = env.score([r["completion"] for r in CANDS], [r["qid"] for r in CANDS])
+        scores = all_scores[:len(ROLLS)]  # the model's own samples
         qids = [r["qid"] for r in TRAIN_ROWS]
         copies = env.score([sft_target(r["question"], "acqo") for r in TRAIN_ROWS], qids)
         TARGETS[kind] = targets = rejection_targets(
-            [{**r, "reward": w} for r, w in zip(ROLLS, scores)], dict(zip(qids, copies)))
+            [{**r, "reward": w} for r, w in zip(CANDS, all_scores)], dict(zip(qids, copies)))
+        rule_of = {r["qid"]: r["completion"] for r in CANDS if r["rule"]}
         WARM_ROWS[kind] = [{**r, "sft_target": targets[r["qid"]]["completion"]
-                            or sft_target(r["question"], "acqo")} for r in TRAIN_ROWS]
+                            or (sft_target(r["question"], "acqo") if warm_start_copy_targets
+                                else "")} for r in TRAIN_ROWS]
         chosen = [t for t in targets.values() if t["sampled"]]
+        n_rule = sum(t["completion"] == rule_of.get(q) for q, t in targets.items() if t["sampled"])
         n_sub = [len(r["subqueries"]) for r in ROLLS if r["format_ok"]]
         rows_w.append({
             "retriever": kind, "questions": len(targets), "samples": len(ROLLS),
@@ -226,7 +247,9 @@ if warm_start_samples:
             "sub-queries per valid sample": np.mean(n_sub) if n_sub else 0.0,
             "mean sample score": float(np.mean(scores)),
             "question-as-is score": float(np.mean(copies)),
-            "target is a sample": len(chosen) / len(targets),
+            "target is a sample": (len(chosen) - n_rule) / len(targets),
+            "target is the rule split": n_rule / len(targets),
+            "copy targets in SFT": (len(targets) - len(chosen)) if warm_start_copy_targets else 0,
             "mean gain of chosen samples": float(np.mean([t["gain"] for t in chosen])) if chosen else 0.0,
             "generation s": round(gen_s, 1)})
         save_json(targets, out_dir / f"warm_start_targets_{kind}.json")

@@ -53,3 +53,35 @@ for _name, _extra, _src in (("proactive", _PROACTIVE, "SAGE App. A.1 Fig. 5; Sec
         user=(f"{_STRATS}\n\n{_FORMAT}\nGuidelines:\n{_GUIDE_COMMON}{_extra}\n"
               "Input: {query}"),
         fields=("query",), source=_src, meta={"fmt": "sage", "prefill": "<think>"}))
+
+
+# --------------------------------------------------------------------------- short variants
+# For the best-of-N scaling study (SAGE Sec. 3.1, Fig. 3) each strategy is also its own
+# prompt, and training on a CPU uses a no-reasoning variant that states the strategy first.
+# Both answer ``<answer>{...}</answer>``; generation is prefilled with the opening of the
+# JSON (``meta["prefill"]``) so a small model gets the layout by construction.
+_ONE_STRATEGY = ("Rewrite the search query below with this strategy: <how>. Keep it one "
+                 "line, name every entity, and do not add a guessed answer.\n"
+                 "Reply as <answer>{{\"query\": \"...\"}}</answer>.\n\nQuery: {query}")
+for _i, (_name, _desc) in STRATEGIES.items():
+    register(PromptTemplate(
+        name=f"sage/s{_i}", system="",
+        user=_ONE_STRATEGY.replace("<how>", f"{_name.lower()} ({_desc})"),
+        fields=("query",), source="SAGE Sec. 2.2, Table 4; Sec. 3.1",
+        meta={"fmt": "deepretrieval-nothink", "prefill": '<answer>{"query": "',
+              "family": "sage", "strategy": _i}))
+
+_GUIDED = ("Improve the search query below for a retrieval system. Choose one strategy:\n"
+           + "\n".join(f"{i} {name}: {desc}." for i, (name, desc) in STRATEGIES.items())
+           + "\nName entities explicitly and never add a guessed answer. <extra>\n"
+           "Reply as <answer>{{\"strategy\": <1-5>, \"query\": \"...\"}}</answer>.\n\n"
+           "Query: {query}")
+for _name, _extra, _src in (
+        ("guided", "Always write a new query; do not return the input unchanged.",
+         "SAGE Sec. 2.3, 2.5 (proactive); no-reasoning variant"),
+        ("guided-conservative", "If the query cannot be improved, return it unchanged.",
+         "SAGE Sec. 4.3, Table 3 (conservative); no-reasoning variant")):
+    register(PromptTemplate(
+        name=f"sage/{_name}", system="", user=_GUIDED.replace("<extra>", _extra),
+        fields=("query",), source=_src,
+        meta={"fmt": "sage", "prefill": '<answer>{"strategy": '}))

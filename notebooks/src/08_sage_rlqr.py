@@ -1,0 +1,738 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # adapters, synthesised queries, rewrites
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run
+cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
+seed = 0  # seed for subsets, sampling and training
+data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
+model = "smollm2"  # policy for sampling and training: smollm2 | qwen2.5-coder-0.5b | hub id
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+bootstrap = 10000  # paired-bootstrap resamples for every interval
+dense_model = "minilm"  # offline all-MiniLM-L6-v2; a hub id such as BAAI/bge-base-en-v1.5 on GPU
+# --- 1. strategy-guided prompting, best-of-N (SAGE Sec. 3.1, Fig. 3)
+bon_datasets = ["scifact", "nfcorpus"]  # test queries of these collections
+bon_retrievers = ["bm25", "dense"]  # every sampled rewrite is searched with each
+bon_n_queries = 4  # test queries per dataset (random subset); None means all
+bon_n_distractors = 300  # corpus cut: judged docs + this many others; None means full
+bon_samples_per_prompt = 4  # pool per query: 5x this (SAGE), 4x this (DMQR), generic_samples
+bon_generic_samples = 16  # pool of the single generic prompt
+bon_ns = [1, 2, 4, 8, 16]  # N of best-of-N, each at most the smallest pool
+bon_max_new_tokens = 32  # token budget of one sampled rewrite
+bon_temperature = 1.0  # sampling temperature
+bon_batch_size = 64  # sequences generated together
+# --- 2-3. SAGE training (Sec. 2.3-2.5, Tables 1-3)
+sage_datasets = ["nfcorpus"]  # train split for RL, test split for evaluation
+sage_retriever = "dense"  # SAGE targets dense retrieval
+sage_runs = ["unguided", "direct", "scs", "crs"]  # reward variants; unguided is DeepRetrieval-style RL
+sage_ablation = ["conservative", "proactive"]  # Table 3 rows besides SCS + p (p-values below)
+sage_ablation_p = [0.02]  # extra copy penalties for the proactive SCS rows (main run uses copy_penalty)
+copy_penalty = 0.05  # p of SAGE Eq. 3 (Sec. 4.3 uses 0.05; Table 3 shows 0.02)
+n_train_queries = 16  # training queries (random subset of the train split)
+n_test_queries = 20  # test queries; None means all
+n_distractors = 300  # corpus cut for training and test; None means full
+train_steps = 2  # GRPO steps per run
+prompts_per_step = 1  # distinct queries per step
+num_generations = 4  # rollouts per query (the GRPO group)
+max_completion_length = 32  # token budget of one rollout
+temperature = 1.0  # sampling temperature of rollouts
+learning_rate = 5e-5  # LoRA learning rate
+beta = 0.001  # KL coefficient
+eval_max_new_tokens = 32  # greedy budget for test rewrites
+# --- 4-5. RL-QR (Alg. 1, Eq. 5-6)
+rlqr_datasets = ["scifact"]  # indexes to synthesise for and train one rewriter per retriever on
+rlqr_retrievers = ["bm25", "dense"]  # Lexical and Semantic in RL-QR's terms
+synthesis_model = "qwen2.5-coder-0.5b"  # the offline model that writes the queries
+n_synthesis_docs = 6  # documents sampled from the index
+synthesis_doc_words = 160  # a document is cut to this many words in the prompt
+synthesis_max_new_tokens = 96  # budget of one synthesis
+rlqr_prefill = "<answer>"  # start of the rewriter's answer ("" leaves the tags to the model)
+rlqr_train_steps = 2  # GRPO steps per rewriter
+rlqr_n_test_queries = 20  # real test queries per index; None means all
+rlqr_n_distractors = 300  # corpus cut (synthesis, training and test); None means full
+
+# %% [markdown]
+# # 08 · SAGE and RL-QR: strategy-guided rewriting and annotation-free training
+#
+# Two of the five methods change *what the policy is asked to do* rather than the
+# retriever or the fusion:
+#
+# * **SAGE** gives the model a menu of five interpretable rewriting strategies (semantic
+#   expansion, entity disambiguation, sub-question decomposition, concise rewriting,
+#   neutralised claim reformulation). First as prompts: how good is the best of N sampled
+#   rewrites (an oracle upper bound, SAGE Fig. 3)? Then as an RL action: the policy emits
+#   a strategy id and a rewrite, and GRPO is fed nDCG@10 reshaped so that good *strategies*
+#   get credit (SCS, Eq. 1) or so that rollouts compete with the group median (CRS, Eq. 2),
+#   with a penalty for copying the query (Eq. 3).
+# * **RL-QR** needs no human queries at all: an offline model reads documents of the
+#   index and writes questions that those documents answer (Alg. 1); a rewriter per
+#   retriever is then trained on those synthetic questions with nDCG@3 plus a
+#   group-normalised format penalty (Eq. 5-6), and tested on the *real* queries.
+#
+# Everything is compared with the raw query on the same test queries, with 95%
+# paired-bootstrap intervals. Settings are far below the papers' (Qwen3-4B, BGE-base,
+# 4,096-token budget); the profile is stamped on every figure and caption.
+
+# %%
+import gc
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if cache_dir:
+    os.environ["QRLIB_CACHE"] = str(cache_dir)
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from qrlib import data as qdata
+from qrlib import metrics, plots, policy, published, retrieval, rewards, rewrite
+from qrlib.bestofn import best_of_n_curve, best_share
+from qrlib.env import RewardEnv
+from qrlib.prompts import REGISTRY, as_template, render_prompt
+from qrlib.record import Recorder
+from qrlib.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.synthesis import PREFILL as SYN_PREFILL
+from qrlib.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
+from qrlib.train import load_config, train
+from qrlib.workbook import save_json, save_table
+
+plots.setup()
+torch.manual_seed(seed)
+if torch_threads:
+    torch.set_num_threads(int(torch_threads))
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+out_dir = run_dir / "08_sage_rlqr"
+out_dir.mkdir(parents=True, exist_ok=True)
+record = Recorder(run_dir, "08_sage_rlqr")  # key numbers, read back by the smoke tests
+print(f"profile={profile} policy={model} synthesis={synthesis_model} "
+      f"torch threads={torch.get_num_threads()}")
+
+RETRIEVERS = {}
+
+
+def get_retriever(ds, kind):
+    """One index per (collection cut, retriever kind), built once."""
+    key = (ds.name, len(ds.corpus), kind)
+    if key not in RETRIEVERS:
+        kw = ({"cache_dir": cache_dir, "show_progress": False, "model": dense_model}
+              if kind == "dense" else {})
+        RETRIEVERS[key] = retrieval.build_retriever(kind, ds.corpus, **kw)
+    return RETRIEVERS[key]
+
+
+def ndcg_per_query(ds, kind, texts_by_qid, k=10):
+    """nDCG@k of each query's search text (ir-measures, through qrlib.metrics)."""
+    qids = list(texts_by_qid)
+    res = get_retriever(ds, kind).search([texts_by_qid[q] for q in qids], 100)
+    ev = metrics.evaluate(dict(zip(qids, res)), {q: ds.qrels[q] for q in qids},
+                          (f"nDCG@{k}",), per_query=True)
+    return ev.set_index("query_id")[f"nDCG@{k}"].reindex(qids).fillna(0.0)
+
+
+# %% [markdown]
+# ## 1. Strategy-guided prompting and best-of-N scaling (SAGE Sec. 3.1, Fig. 3)
+#
+# Three prompt *families* rewrite the same test queries:
+#
+# * **SAGE strategies**: one prompt per strategy of SAGE Table 4 (`sage/s1` ... `sage/s5`);
+# * **DMQR-RAG**: the four rewriting strategies SAGE compares against (general, keyword,
+#   pseudo-answer, core content; `dmqr/*`);
+# * **generic**: a single "write a better search query" prompt (`generic/rewrite`).
+#
+# For every query each family gets a *pool* of sampled rewrites (the same number from each
+# of its prompts). Best-of-N is what an oracle that sees the qrels gets by keeping the best
+# of N rewrites: an upper bound on what a policy could learn to pick. We report its exact
+# expectation over all draws of N rewrites from the pool (without replacement),
+#
+# $$ \mathbb{E}\big[\max_{i\le N} s_i\big] = \sum_{j=N}^{M} s_{(j)}\,
+#    \binom{j-1}{N-1}\Big/\binom{M}{N}, $$
+#
+# with $s_{(1)}\le\dots\le s_{(M)}$ the pool's nDCG@10 sorted (`qrlib.bestofn`).
+
+# %%
+FAMILIES = {
+    "SAGE strategies": [f"sage/s{i}" for i in range(1, 6)],
+    "DMQR-RAG": [n for n in REGISTRY if n.startswith("dmqr/")],
+    "generic": ["generic/rewrite"],
+}
+POOL = {f: (bon_generic_samples if f == "generic" else bon_samples_per_prompt)
+        for f in FAMILIES}
+for fam, names in FAMILIES.items():
+    size = POOL[fam] * len(names)
+    assert max(bon_ns) <= size, (f"bon_ns goes to {max(bon_ns)} but the {fam} pool has only "
+                                 f"{size} rewrites; raise bon_samples_per_prompt")
+    print(f"{fam}: {len(names)} prompt(s) x {POOL[fam]} samples = pool {size}")
+print("\n--- sage/s3 as the model sees it:\n" + as_template("sage/s3").user.format(query="<query>"))
+
+# %%
+BON_DATA = {}
+for name in bon_datasets:
+    ds = qdata.load_dataset(name, "test", data_dir=data_dir)
+    BON_DATA[name] = qdata.subset(ds, n_queries=bon_n_queries, n_distractors=bon_n_distractors,
+                                  seed=seed)
+    print(f"{name}: {len(BON_DATA[name].queries)} test queries, {len(BON_DATA[name].corpus)} docs")
+
+t0 = time.perf_counter()
+pol, tok = policy.load_policy(model)
+SAMPLES = []
+for name, ds in BON_DATA.items():
+    for fam, names in FAMILIES.items():
+        for j, pname in enumerate(names):
+            df = rewrite.sample_rewrites(pol, tok, ds.queries, pname, POOL[fam],
+                                         max_new_tokens=bon_max_new_tokens,
+                                         temperature=bon_temperature,
+                                         batch_size=bon_batch_size, seed=seed + 1000 * j)
+            df["dataset"], df["family"], df["prompt"] = name, fam, pname
+            SAMPLES.append(df)
+del pol
+gc.collect()
+SAMPLES = pd.concat(SAMPLES, ignore_index=True)
+bon_gen_seconds = time.perf_counter() - t0
+print(f"{len(SAMPLES)} sampled rewrites in {bon_gen_seconds:.0f}s "
+      f"({bon_gen_seconds / len(SAMPLES):.2f}s each)")
+
+# %% [markdown]
+# Every sampled rewrite is searched with every retriever and scored against the qrels
+# (nDCG@10); a completion that yields no query is searched as the raw query (so a format
+# failure can never score below the raw query in the *pool*, but it is counted in the
+# format column).
+
+# %%
+SCORED = []
+for name, ds in BON_DATA.items():
+    sel = SAMPLES[SAMPLES.dataset == name]
+    for kind in bon_retrievers:
+        retr = get_retriever(ds, kind)
+        ranked = retr.search(sel.search_text.tolist(), 10)
+        raw_rank = dict(zip(ds.queries, retr.search(list(ds.queries.values()), 10)))
+        s = sel.assign(retriever=kind, ndcg=[rewards.ndcg_at_k(r, ds.qrels[q], 10)
+                                             for r, q in zip(ranked, sel.qid)])
+        s["raw"] = s.qid.map({q: rewards.ndcg_at_k(raw_rank[q], ds.qrels[q], 10)
+                              for q in ds.queries})
+        SCORED.append(s)
+SCORED = pd.concat(SCORED, ignore_index=True)
+
+rows = []
+for (name, kind, fam), g in SCORED.groupby(["dataset", "retriever", "family"]):
+    pools = {q: gg.ndcg.tolist() for q, gg in g.groupby("qid")}
+    raw = g.groupby("qid").raw.first()
+    for n, v in best_of_n_curve(pools, bon_ns).items():
+        rows.append({"dataset": name, "retriever": kind, "family": fam, "N": n,
+                     "best-of-N nDCG@10": v, "raw nDCG@10": raw.mean(),
+                     "mean sample nDCG@10": g.ndcg.mean(), "format ok": g.format_ok.mean(),
+                     "queries": len(pools)})
+BON = pd.DataFrame(rows)
+save_table(BON.round(4), "08_best_of_n", tables_dir,
+           caption=("Best-of-N nDCG@10 (exact expectation over draws of N rewrites from each "
+                    "query's pool; oracle choice with the qrels) per prompt family"))
+for _, r in BON[BON.N == max(bon_ns)].iterrows():
+    record(f"bon.{r.dataset}.{r.retriever}.{r.family}.best_of_{r.N}", r["best-of-N nDCG@10"])
+    record(f"bon.{r.dataset}.{r.retriever}.raw", r["raw nDCG@10"])
+BON[BON.N.isin([1, max(bon_ns)])].round(3)
+
+# %%
+fig, axes = plt.subplots(len(bon_datasets), len(bon_retrievers),
+                         figsize=(4.2 * len(bon_retrievers), 3.2 * len(bon_datasets)),
+                         squeeze=False)
+fam_color = {f: f"C{i}" for i, f in enumerate(FAMILIES)}
+for i, name in enumerate(bon_datasets):
+    for j, kind in enumerate(bon_retrievers):
+        ax = axes[i][j]
+        sel = BON[(BON.dataset == name) & (BON.retriever == kind)]
+        for fam, g in sel.groupby("family"):
+            ax.plot(g.N, g["best-of-N nDCG@10"], marker="o", color=fam_color[fam], label=fam)
+        ax.axhline(sel["raw nDCG@10"].iloc[0], color="k", ls="--", lw=1, label="raw query")
+        ax.set_xscale("log", base=2)
+        ax.set(title=f"{name} · {kind}", xlabel="N rewrites", ylabel="best-of-N nDCG@10")
+fig.tight_layout()
+plots.legend_outside(fig, *axes[0][0].get_legend_handles_labels(), title="prompt family")
+setting_bon = (f"{model}, {bon_n_queries} test queries/dataset, corpus "
+               f"{'full' if bon_n_distractors is None else f'judged+{bon_n_distractors}'}")
+plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile, setting=setting_bon,
+                  caption=("Best-of-N nDCG@10 of SAGE's strategy prompts vs DMQR-RAG strategies "
+                           "vs a generic rewrite prompt (SAGE Fig. 3's analysis; paper: Qwen3 "
+                           "0.6-8B, BGE-base / Contriever, full BEIR test sets)"))
+
+# %% [markdown]
+# ### Which strategy gives the best rewrite, and how often does any beat the raw query?
+#
+# For every query and family, the strategy whose sample scored highest gets the credit
+# (ties split). *Beats raw* is the share of queries where the best rewrite in the pool
+# scores strictly above the raw query: headroom a learned strategy choice could exploit.
+
+# %%
+rows = []
+for (name, kind, fam), g in SCORED.groupby(["dataset", "retriever", "family"]):
+    share = {}
+    for _, gg in g.groupby("qid"):
+        for lab, v in best_share(gg.ndcg.tolist(), gg.prompt.tolist()).items():
+            share[lab] = share.get(lab, 0.0) + v
+    nq = g.qid.nunique()
+    beats = (g.groupby("qid").ndcg.max() > g.groupby("qid").raw.first() + 1e-9).mean()
+    for lab, v in sorted(share.items()):
+        rows.append({"dataset": name, "retriever": kind, "family": fam, "prompt": lab,
+                     "best share": v / nq, "family beats raw": beats})
+STRAT = pd.DataFrame(rows)
+save_table(STRAT.round(3), "08_strategy_best_share", tables_dir,
+           caption=("Share of queries where each prompt (strategy) gave its family's best "
+                    "rewrite (ties split), and share of queries where the family's best "
+                    "rewrite beats the raw query"))
+BEATS = STRAT.groupby(["dataset", "retriever", "family"])["family beats raw"].first().unstack()
+for (name, kind), r in BEATS.iterrows():
+    for fam, v in r.items():
+        record(f"bon.{name}.{kind}.{fam}.beats_raw", v)
+BEATS.round(2)
+
+# %% [markdown]
+# A few sampled rewrites per family (first test query of each dataset):
+
+# %%
+ex = SAMPLES.groupby(["dataset", "family", "prompt"]).head(1)
+ex = ex[ex.qid.isin([next(iter(ds.queries)) for ds in BON_DATA.values()])]
+ex[["dataset", "family", "prompt", "query", "rewrite", "format_ok"]]
+
+# %% [markdown]
+# ## 2. SAGE training: strategy id + rewrite, GRPO with Direct, SCS and CRS rewards
+#
+# The policy now answers `<answer>{"strategy": k, "query": "..."}</answer>` (prompt
+# `sage/guided`; the answer is prefilled up to `{"strategy": ` and there is no reasoning
+# block, so the small CPU model spends its budget on the query). With $r_i$ the nDCG@10
+# of rollout $i$ in a group of $G$ rollouts of the same query:
+#
+# * **Direct**: $r_i$;
+# * **SCS** (Eq. 1): $r_i / \mathrm{rank}(s_i)$, where strategies are ranked by their mean
+#   reward within the group;
+# * **CRS** (Eq. 2): $r_i - \mathrm{median}(r_1..r_G)$;
+# * each minus $p$ when the rewrite equals the query (Eq. 3, $p$ = `copy_penalty`).
+#
+# The **unguided** baseline is DeepRetrieval-style RL on the same data, steps and model:
+# the generic rewrite prompt (no strategies) and plain nDCG@10. In every run a rollout
+# whose answer breaks its format earns 0. The formats differ in one rule: DeepRetrieval's
+# (unguided) allows nothing after `</answer>`, SAGE's JSON answer tolerates trailing text;
+# the format-valid column of the results shows what that costs a small model.
+
+# %%
+SAGE_SPECS = {
+    "unguided": ("generic/rewrite", "deepretrieval_ndcg", {"format_penalty": 0.0}),
+    "direct": ("sage/guided", "sage_direct", {"p": copy_penalty}),
+    "scs": ("sage/guided", "sage_scs", {"p": copy_penalty}),
+    "crs": ("sage/guided", "sage_crs", {"p": copy_penalty}),
+    "conservative": ("sage/guided-conservative", "sage_scs", {"p": 0.0}),
+    "proactive": ("sage/guided", "sage_scs", {"p": 0.0}),
+}
+for p_ in sage_ablation_p:
+    SAGE_SPECS[f"proactive-p{p_:g}"] = ("sage/guided", "sage_scs", {"p": float(p_)})
+LABELS = {"unguided": "unguided RL (DeepRetrieval-style)", "direct": "SAGE Direct",
+          "scs": "SAGE-SCS", "crs": "SAGE-CRS",
+          "conservative": "SCS, conservative prompt, p=0",
+          "proactive": "SCS, proactive prompt, p=0",
+          **{f"proactive-p{p_:g}": f"SCS, proactive prompt, p={p_:g}" for p_ in sage_ablation_p}}
+unknown = sorted((set(sage_runs) | set(sage_ablation)) - set(SAGE_SPECS))
+assert not unknown, f"unknown SAGE run(s) {unknown}; accepted: {sorted(SAGE_SPECS)}"
+SAGE_KEYS = list(dict.fromkeys([*sage_runs, *sage_ablation,
+                                *[f"proactive-p{p_:g}" for p_ in sage_ablation_p]]))
+
+SAGE_DATA = {}
+for name in sage_datasets:
+    tr = qdata.subset(qdata.load_dataset(name, "train", data_dir=data_dir),
+                      n_queries=n_train_queries,
+                      n_distractors=0 if n_distractors is not None else None, seed=seed)
+    te = qdata.subset(qdata.load_dataset(name, "test", data_dir=data_dir),
+                      n_queries=n_test_queries, n_distractors=n_distractors, seed=seed)
+    full = qdata.Dataset(name=name, corpus={**te.corpus, **tr.corpus},
+                         queries={**te.queries, **tr.queries}, qrels={**te.qrels, **tr.qrels})
+    SAGE_DATA[name] = (tr, te, full)
+    print(f"{name}: train {len(tr.queries)}, test {len(te.queries)}, docs {len(full.corpus)}")
+
+
+def sage_train(name, key):
+    tr, te, full = SAGE_DATA[name]
+    prompt, reward, params = SAGE_SPECS[key]
+    meta = as_template(prompt).meta
+    env = RewardEnv(get_retriever(full, sage_retriever), full.qrels, reward=reward,
+                    fmt=meta["fmt"], queries=full.queries, k=10, lenient=True, **params)
+    cfg = load_config(dict(
+        name=f"08-sage-{name}-{sage_retriever}-{key}", run_dir=str(run_dir), model=model,
+        dataset=name, retriever=sage_retriever, prompt=prompt, fmt=meta["fmt"],
+        prefill=meta["prefill"], max_steps=train_steps, prompts_per_step=prompts_per_step,
+        num_generations=num_generations, max_completion_length=max_completion_length,
+        temperature=temperature, learning_rate=learning_rate, beta=beta, seed=seed,
+        save_steps=max(1, train_steps // 2), n_queries=n_train_queries,
+        n_distractors=n_distractors))
+    return train(cfg, env=env, queries=tr.queries)
+
+
+SAGE_SUMMARIES = {}
+for name in sage_datasets:
+    for key in SAGE_KEYS:
+        t0 = time.perf_counter()
+        SAGE_SUMMARIES[name, key] = train_summary = sage_train(name, key)
+        print(f"{name} {key}: {train_summary['steps']} steps, {time.perf_counter() - t0:.0f}s")
+save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sage_summaries.json")
+
+# %% [markdown]
+# ### Training curves (SAGE App. A.4): reward and response length per step
+
+# %%
+LOGS = []
+for (name, key), s in SAGE_SUMMARIES.items():
+    lg = pd.read_csv(s["log"], dtype={"qids": str})
+    LOGS.append(lg.assign(dataset=name, run=LABELS[key]))
+LOGS = pd.concat(LOGS, ignore_index=True)
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+for i, (run, lg) in enumerate(LOGS.groupby("run")):
+    w = max(1, len(lg) // 4)
+    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), color=f"C{i}", label=run)
+    axes[1].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=f"C{i}")
+axes[0].set(title="mean shaped reward (running mean)", xlabel="GRPO step", ylabel="reward")
+axes[1].set(title="response length (running mean)", xlabel="GRPO step", ylabel="tokens")
+fig.tight_layout()
+plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run")
+setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}, {train_steps} steps x "
+                f"{prompts_per_step}x{num_generations} rollouts, {n_train_queries} train queries")
+plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
+                  setting=setting_sage,
+                  caption=("SAGE training: shaped reward and response length per GRPO step "
+                           "(SAGE App. A.4; paper: Qwen3-4B, 4,096-token budget)"))
+
+# %% [markdown]
+# ### Test evaluation: raw query, untrained prompts, trained rewriters
+#
+# Greedy rewrites of the test queries; the search text is the rewrite (the raw query when
+# the completion yields none). *Modified* is the share of rewrites that differ from the
+# query (SAGE Table 3's modification rate).
+
+# %%
+def evaluate_rewrites(ds, kind, df):
+    pq = ndcg_per_query(ds, kind, dict(zip(df.qid, df.search_text)))
+    return pq
+
+
+SAGE_EVAL, SAGE_REWRITES = {}, {}
+for name in sage_datasets:
+    tr, te, full = SAGE_DATA[name]
+    SAGE_EVAL[name, "raw query"] = ndcg_per_query(full, sage_retriever, te.queries)
+    base, tok = policy.load_policy(model)
+    prompts_used = sorted({SAGE_SPECS[k][0] for k in SAGE_KEYS})
+    for prompt in prompts_used:
+        meta = as_template(prompt).meta
+        df = rewrite.rewrite_queries(base, tok, te.queries, prompt, fmt=meta["fmt"],
+                                     prefill=meta["prefill"], max_new_tokens=eval_max_new_tokens)
+        SAGE_REWRITES[name, f"untrained ({prompt})"] = df
+    del base
+    gc.collect()
+    for key in SAGE_KEYS:
+        prompt = SAGE_SPECS[key][0]
+        meta = as_template(prompt).meta
+        m, tok = policy.load_policy(model, adapter=SAGE_SUMMARIES[name, key]["adapter"])
+        SAGE_REWRITES[name, LABELS[key]] = rewrite.rewrite_queries(
+            m, tok, te.queries, prompt, fmt=meta["fmt"], prefill=meta["prefill"],
+            max_new_tokens=eval_max_new_tokens)
+        del m
+        gc.collect()
+    for (n_, label), df in SAGE_REWRITES.items():
+        if n_ == name:
+            SAGE_EVAL[name, label] = evaluate_rewrites(full, sage_retriever, df)
+
+rows = []
+for (name, label), pq in SAGE_EVAL.items():
+    raw = SAGE_EVAL[name, "raw query"]
+    bs = paired_bootstrap(pq.to_dict(), raw.to_dict(), n=bootstrap, seed=seed)
+    df = SAGE_REWRITES.get((name, label))
+    rows.append({"dataset": name, "retriever": sage_retriever, "model": label,
+                 "nDCG@10": pq.mean(), "ΔnDCG@10 vs raw": bs["diff"], "lo": bs["lo"],
+                 "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
+                 "modified": df.modified.mean() if df is not None else 0.0,
+                 "format ok": df.format_ok.mean() if df is not None else 1.0,
+                 "gen tokens": df.gen_tokens.mean() if df is not None else 0.0,
+                 "queries": bs["n_queries"]})
+SAGE_RESULTS = pd.DataFrame(rows)
+for _, r in SAGE_RESULTS.iterrows():
+    record(f"sage.{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])
+    record(f"sage.{r.dataset}.{r.model}.delta_vs_raw", [r["ΔnDCG@10 vs raw"], r.lo, r.hi])
+    record(f"sage.{r.dataset}.{r.model}.modified", r.modified)
+save_table(SAGE_RESULTS.round(4), "08_sage_results", tables_dir,
+           caption=(f"SAGE on the test queries ({sage_retriever}): nDCG@10, Δ vs the raw "
+                    "query with a 95% paired-bootstrap interval, modification rate, format-"
+                    "valid rate and generated tokens (SAGE Tables 1-2 columns)"))
+SAGE_RESULTS.round(3)
+
+# %% [markdown]
+# ### The rewards against each other (paper: SCS, CRS > Direct > unguided)
+
+# %%
+PAIRS = [("direct", "unguided"), ("scs", "direct"), ("crs", "direct"), ("scs", "unguided"),
+         ("crs", "unguided")]
+rows = []
+for name in sage_datasets:
+    for a, b in PAIRS:
+        if a in SAGE_KEYS and b in SAGE_KEYS:
+            bs = paired_bootstrap(SAGE_EVAL[name, LABELS[a]].to_dict(),
+                                  SAGE_EVAL[name, LABELS[b]].to_dict(), n=bootstrap, seed=seed)
+            rows.append({"dataset": name, "a": LABELS[a], "b": LABELS[b], "Δ (a-b)": bs["diff"],
+                         "lo": bs["lo"], "hi": bs["hi"], "interval": fmt_interval(bs),
+                         "reading": f"{LABELS[a]} {verdict(bs['lo'], bs['hi'])} {LABELS[b]}"})
+SAGE_VS = pd.DataFrame(rows, columns=["dataset", "a", "b", "Δ (a-b)", "lo", "hi", "interval",
+                                      "reading"])
+save_table(SAGE_VS.round(4), "08_sage_pairwise", tables_dir,
+           caption="SAGE reward variants against each other, nDCG@10, 95% paired bootstrap")
+SAGE_VS
+
+# %% [markdown]
+# ### Chosen strategies before and after training
+#
+# Share of test rewrites per strategy id (`none` = no valid id in the answer).
+
+# %%
+rows = []
+for (name, label), df in SAGE_REWRITES.items():
+    if "sage/guided" in label or label.startswith(("SAGE", "SCS")):
+        counts = df.strategy.fillna(0).astype(int).value_counts(normalize=True)
+        rows.append({"dataset": name, "model": label,
+                     **{("none" if s == 0 else f"s{s}"): counts.get(s, 0.0) for s in range(6)}})
+STRAT_CHOICE = pd.DataFrame(rows)
+save_table(STRAT_CHOICE.round(3), "08_sage_strategy_choice", tables_dir,
+           caption="Strategy ids chosen in the greedy test rewrites, before and after training")
+STRAT_CHOICE.round(2)
+
+# %% [markdown]
+# ### Exploration ablation (SAGE Table 3)
+#
+# SCS trained with the conservative prompt ("return the query unchanged if it cannot be
+# improved"), the proactive prompt, and the proactive prompt with the copy penalty. The
+# paper's point: without forced exploration the policy settles on copying the query.
+
+# %%
+abl_keys = [k for k in ("conservative", "proactive",
+                        *[f"proactive-p{p_:g}" for p_ in sage_ablation_p], "scs")
+            if k in SAGE_KEYS]
+ABLATION = SAGE_RESULTS[SAGE_RESULTS.model.isin([LABELS[k] for k in abl_keys])].copy()
+ABLATION.loc[ABLATION.model == LABELS["scs"], "model"] = (
+    f"SCS, proactive prompt, p={copy_penalty:g} (main run)")
+ABLATION = ABLATION[["dataset", "model", "nDCG@10", "ΔnDCG@10 vs raw", "lo", "hi", "modified"]]
+paper_t3 = published.table("sage", "Table 3")
+save_table(ABLATION.round(4), "08_sage_ablation", tables_dir,
+           caption="Exploration ablation (SAGE Table 3): nDCG@10 and modification rate")
+display(ABLATION.round(3))
+paper_t3
+
+# %% [markdown]
+# ## 3. RL-QR: index-aligned query synthesis (Alg. 1, Table 1)
+#
+# The offline model (`synthesis_model`) reads a sampled document of the index (cut to
+# `synthesis_doc_words` words) and writes a JSON object: a scenario in which someone needs
+# the document, the question they would ask, and the answer. The answer is prefilled with
+# `{"scenario": "` so the layout is given. A question is kept when it parses, is not
+# empty (the "not enough information" answer), has 4-64 words and is not copied verbatim
+# from the document (`qrlib.synthesis.usable`). Its only relevant document is the source.
+# The set is written in BEIR layout under the run folder and reused by later runs with the
+# same settings.
+
+# %%
+RLQR = {}
+for name in rlqr_datasets:
+    full_ds = qdata.load_dataset(name, "test", data_dir=data_dir)
+    te = qdata.subset(full_ds, n_queries=rlqr_n_test_queries, n_distractors=rlqr_n_distractors,
+                      seed=seed)
+    rng = np.random.default_rng(seed)
+    test_docs = {d for rel in te.qrels.values() for d in rel}
+    pool = sorted(set(te.corpus) - test_docs)  # synthesise from documents no test query judges
+    docs = [pool[i] for i in rng.choice(len(pool), size=min(n_synthesis_docs, len(pool)),
+                                        replace=False)]
+    manifest = {"dataset": name, "docs": docs, "model": synthesis_model,
+                "prompt": as_template("rlqr/synthesis").user, "doc_words": synthesis_doc_words,
+                "max_new_tokens": synthesis_max_new_tokens, "prefill": SYN_PREFILL}
+    folder = out_dir / "synthesis" / name
+    attempts, why = load_synthesis(folder, manifest)
+    print(f"{name}: synthesis {why}")
+    if attempts is None:
+        syn, stok = policy.load_policy(synthesis_model)
+        texts = []
+        for d in docs:
+            body = " ".join(te.doc_text(d).split()[:synthesis_doc_words])
+            texts.append(render_prompt("rlqr/synthesis", stok, prefill=SYN_PREFILL, document=body))
+        t0 = time.perf_counter()
+        outs = policy.generate(syn, stok, texts, max_new_tokens=synthesis_max_new_tokens,
+                               batch_size=8, progress=True, autocast=True)
+        syn_seconds = time.perf_counter() - t0
+        del syn
+        gc.collect()
+        attempts = []
+        for d, out in zip(docs, outs):
+            item = parse_synthesis(out, SYN_PREFILL)
+            ok, reason = usable(item, te.doc_text(d))
+            attempts.append({"qid": f"syn-{d}", "doc_id": d, "completion": out,
+                             "usable": ok, "reason": reason, **(item or dict.fromkeys(
+                                 ("scenario", "question", "answer"), ""))})
+        save_synthesis(folder, attempts, {**manifest, "seconds": round(syn_seconds, 1)})
+    RLQR[name] = {"test": te, "attempts": pd.DataFrame(attempts)}
+
+rows = []
+for name, d in RLQR.items():
+    at, te = d["attempts"], d["test"]
+    keep = at[at.usable]
+    words = keep.question.str.split().str.len()
+    row = {"dataset": name, "documents": len(at), "usable": len(keep),
+           "usable share": len(keep) / max(1, len(at)),
+           "question words mean": words.mean() if len(keep) else float("nan"),
+           "question words std": words.std() if len(keep) > 1 else float("nan")}
+    for kind in rlqr_retrievers:
+        if len(keep):
+            ranked = get_retriever(te, kind).search(keep.question.tolist(), 10)
+            pos = [[doc for doc, _ in r].index(src) + 1 if src in [doc for doc, _ in r] else None
+                   for r, src in zip(ranked, keep.doc_id)]
+            row[f"{kind} source@1"] = np.mean([p == 1 for p in pos])
+            row[f"{kind} source@10"] = np.mean([p is not None for p in pos])
+    rows.append(row)
+    for reason, n in at.reason.value_counts().items():
+        print(f"{name}: {n} x {reason}")
+SYNTH = pd.DataFrame(rows)
+for _, r in SYNTH.iterrows():
+    record(f"rlqr.{r.dataset}.synthesis.usable_share", r["usable share"])
+    record(f"rlqr.{r.dataset}.synthesis.usable", r.usable)
+save_table(SYNTH.round(3), "08_rlqr_synthesis", tables_dir,
+           caption=(f"RL-QR query synthesis with {synthesis_model}: usable share, question "
+                    "length, and how often each retriever ranks the source document 1st / in "
+                    "the top 10"))
+SYNTH
+
+# %%
+pd.concat([d["attempts"].head(4).assign(dataset=n) for n, d in RLQR.items()])[
+    ["dataset", "doc_id", "usable", "reason", "scenario", "question", "answer"]]
+
+# %% [markdown]
+# ## 4. RL-QR training: one rewriter per retriever, synthetic queries only (Eq. 5-6)
+#
+# The reward of rollout $i$ is
+#
+# $$ r_i = \lambda_1\,\mathrm{nDCG@3}(q_i) + \lambda_2\,\tilde p_i, $$
+#
+# where $\tilde p_i \le 0$ is the rollout's count of characters outside `<answer>` (all of
+# them when the tags are missing), normalised within the group so that the non-zero
+# penalties span $[\theta, 1]$ (`qrlib.rewards.rlqr`; $\lambda_1 = 1$, $\lambda_2 = 0.5$,
+# $\theta = 0.1$, our choice: the paper gives none). No human query is used for training;
+# the rewriter is then tested on the real test queries of the same index.
+
+# %%
+RLQR_SUMMARIES = {}
+for name, d in RLQR.items():
+    te, at = d["test"], d["attempts"]
+    keep = at[at.usable]
+    assert len(keep) >= 1, (f"{name}: no usable synthesised query ({len(at)} documents); raise "
+                            "n_synthesis_docs or use a stronger synthesis_model")
+    syn_queries = dict(zip(keep.qid, keep.question))
+    syn_qrels = {q: {doc: 1} for q, doc in zip(keep.qid, keep.doc_id)}
+    for kind in rlqr_retrievers:
+        env = RewardEnv(get_retriever(te, kind), syn_qrels, reward="rlqr", fmt="plain",
+                        queries=syn_queries, k=3)
+        cfg = load_config(dict(
+            name=f"08-rlqr-{name}-{kind}", run_dir=str(run_dir), model=model, dataset=name,
+            retriever=kind, prompt="rlqr/rewrite", fmt="plain", prefill=rlqr_prefill,
+            max_steps=rlqr_train_steps, prompts_per_step=prompts_per_step,
+            num_generations=num_generations, max_completion_length=max_completion_length,
+            temperature=temperature, learning_rate=learning_rate, beta=beta, seed=seed,
+            save_steps=max(1, rlqr_train_steps // 2), n_queries=len(syn_queries)))
+        t0 = time.perf_counter()
+        RLQR_SUMMARIES[name, kind] = train(cfg, env=env, queries=syn_queries)
+        print(f"{name} {kind}: {RLQR_SUMMARIES[name, kind]['steps']} steps, "
+              f"{time.perf_counter() - t0:.0f}s")
+
+# %% [markdown]
+# ### Real test queries: raw vs untrained vs RL-QR (RL-QR Table 2's layout, nDCG@3)
+
+# %%
+rows, RLQR_REWRITES = [], {}
+for name, d in RLQR.items():
+    te = d["test"]
+    base, tok = policy.load_policy(model)
+    untrained = rewrite.rewrite_queries(base, tok, te.queries, "rlqr/rewrite", fmt="plain",
+                                        prefill=rlqr_prefill, max_new_tokens=eval_max_new_tokens)
+    del base
+    gc.collect()
+    for kind in rlqr_retrievers:
+        m, tok = policy.load_policy(model, adapter=RLQR_SUMMARIES[name, kind]["adapter"])
+        trained = rewrite.rewrite_queries(m, tok, te.queries, "rlqr/rewrite", fmt="plain",
+                                          prefill=rlqr_prefill,
+                                          max_new_tokens=eval_max_new_tokens)
+        del m
+        gc.collect()
+        raw_pq = ndcg_per_query(te, kind, te.queries, k=3)
+        for label, df in (("raw query", None), ("untrained", untrained), ("RL-QR", trained)):
+            texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
+            pq = ndcg_per_query(te, kind, texts, k=3)
+            bs = paired_bootstrap(pq.to_dict(), raw_pq.to_dict(), n=bootstrap, seed=seed)
+            words = pd.Series([len(t.split()) for t in texts.values()])
+            rows.append({"dataset": name, "retriever": kind, "model": label,
+                         "nDCG@3": pq.mean(), "ΔnDCG@3 vs raw": bs["diff"], "lo": bs["lo"],
+                         "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
+                         "query words mean": words.mean(), "query words std": words.std(),
+                         "format ok": 1.0 if df is None else df.format_ok.mean(),
+                         "modified": 0.0 if df is None else df.modified.mean()})
+            RLQR_REWRITES[name, kind, label] = pq
+RLQR_RESULTS = pd.DataFrame(rows)
+for _, r in RLQR_RESULTS.iterrows():
+    record(f"rlqr.{r.dataset}.{r.retriever}.{r.model}.ndcg3", r["nDCG@3"])
+    record(f"rlqr.{r.dataset}.{r.retriever}.{r.model}.delta_vs_raw",
+           [r["ΔnDCG@3 vs raw"], r.lo, r.hi])
+save_table(RLQR_RESULTS.round(4), "08_rlqr_results", tables_dir,
+           caption=("RL-QR on the real test queries: nDCG@3 with a 95% paired-bootstrap "
+                    "interval vs the raw query, and query length in words (mean, std; RL-QR "
+                    "Tables 2-4 layout)"))
+RLQR_RESULTS.round(3)
+
+# %%
+rows = []
+for name in RLQR:
+    for kind in rlqr_retrievers:
+        bs = paired_bootstrap(RLQR_REWRITES[name, kind, "RL-QR"].to_dict(),
+                              RLQR_REWRITES[name, kind, "untrained"].to_dict(),
+                              n=bootstrap, seed=seed)
+        rows.append({"dataset": name, "retriever": kind, "RL-QR vs untrained": fmt_interval(bs),
+                     "reading": f"RL-QR {verdict(bs['lo'], bs['hi'])} the untrained rewriter"})
+pd.DataFrame(rows)
+
+# %% [markdown]
+# Paper (RL-QR Table 2, nDCG@3 in %, other indexes and Qwen3-4B to 14B), read from
+# `qrlib/published/rlqr.yaml`:
+
+# %%
+published.table("rlqr", "Table 2")
+
+# %% [markdown]
+# ## What we found
+#
+# Read from `08_best_of_n`, `08_strategy_best_share`, `08_sage_results`, `08_sage_pairwise`
+# and `08_rlqr_results` of this run:
+
+# %%
+top = BON[BON.N == max(bon_ns)]
+for (name, kind), g in top.groupby(["dataset", "retriever"]):
+    g = g.set_index("family")["best-of-N nDCG@10"]
+    raw = top[(top.dataset == name) & (top.retriever == kind)]["raw nDCG@10"].iloc[0]
+    order = " > ".join(f"{f} {v:.3f}" for f, v in g.sort_values(ascending=False).items())
+    print(f"best-of-{max(bon_ns)}, {name}/{kind} (raw {raw:.3f}): {order}; "
+          f"some rewrite beats raw on "
+          + ", ".join(f"{f} {BEATS.loc[(name, kind), f]:.0%}" for f in g.index) + " of queries")
+for _, r in SAGE_RESULTS[SAGE_RESULTS.model != "raw query"].iterrows():
+    print(f"{r.dataset}/{r.retriever} {r.model}: nDCG@10 {r['nDCG@10']:.3f}, Δ vs raw "
+          f"{r['ΔnDCG@10 vs raw']:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] -> "
+          f"{verdict(r.lo, r.hi)} the raw query; modified {r.modified:.0%}")
+for _, r in SAGE_VS.iterrows():
+    print(f"{r.dataset}: {r.reading} ({r.interval})")
+for _, r in RLQR_RESULTS[RLQR_RESULTS.model != "raw query"].iterrows():
+    print(f"RL-QR {r.dataset}/{r.retriever} {r.model}: nDCG@3 {r['nDCG@3']:.3f}, Δ vs raw "
+          f"{r['ΔnDCG@3 vs raw']:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] -> "
+          f"{verdict(r.lo, r.hi)} the raw query; {r['query words mean']:.1f} words per query")

@@ -1,0 +1,81 @@
+"""RL-QR query synthesis: parsing hostile output, the usability filter, BEIR layout, reuse."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from qrlib.synthesis import PREFILL, load_synthesis, parse_synthesis, save_synthesis, usable
+
+DOC = "Vitamin D supplementation reduced hip fractures in a randomised trial of 2,000 adults."
+
+
+def test_parse_a_prefilled_completion():
+    out = 'Someone at risk of falls", "question": "Does vitamin D prevent hip fractures?", "answer": "yes"}'
+    item = parse_synthesis(out, PREFILL)
+    assert item == {"scenario": "Someone at risk of falls",
+                    "question": "Does vitamin D prevent hip fractures?", "answer": "yes"}
+
+
+def test_parse_a_completion_cut_inside_the_object():
+    out = 'A clinician", "question": "Which trial tested vitamin D for hip fractures'
+    item = parse_synthesis(out, PREFILL)
+    assert item is not None and item["question"].startswith("Which trial")
+    assert item["answer"] == ""
+
+
+@pytest.mark.parametrize("junk", ["", "no json here", '{"question": 3}', "{" * 50_000,
+                                  '{"scenario": "x"}'])
+def test_junk_gives_none(junk):
+    assert parse_synthesis(junk) is None
+
+
+def test_parsing_is_fast_on_huge_hostile_output():
+    t0 = time.perf_counter()
+    parse_synthesis('{"a": "' + "x{" * 200_000, PREFILL)
+    assert time.perf_counter() - t0 < 2.0
+
+
+@pytest.mark.parametrize("item, ok, reason", [
+    (None, False, "no JSON"),
+    ({"question": ""}, False, "empty question"),
+    ({"question": "hip fractures?"}, False, "shorter than 4"),
+    ({"question": "Vitamin D supplementation reduced hip fractures"}, False, "copied"),
+    ({"question": "Does taking vitamin D prevent broken hips in older people?"}, True, "ok"),
+])
+def test_usable(item, ok, reason):
+    got, why = usable(item, DOC)
+    assert got is ok and reason in why
+
+
+def _attempts():
+    return [{"qid": "syn-d1", "doc_id": "d1", "usable": True, "reason": "ok",
+             "scenario": "s", "question": "Does vitamin D prevent broken hips?", "answer": "yes"},
+            {"qid": "syn-d2", "doc_id": "d2", "usable": False, "reason": "empty question",
+             "scenario": "", "question": "", "answer": ""}]
+
+
+def test_saved_set_is_beir_and_is_reused_only_with_the_same_settings(tmp_path):
+    man = {"dataset": "toy", "docs": ["d1", "d2"], "model": "m"}
+    save_synthesis(tmp_path, _attempts(), man)
+    q = [json.loads(x) for x in (tmp_path / "queries.jsonl").read_text().splitlines()]
+    assert [x["_id"] for x in q] == ["syn-d1"] and q[0]["metadata"]["source_doc"] == "d1"
+    assert (tmp_path / "qrels" / "train.tsv").read_text().splitlines() == [
+        "query-id\tcorpus-id\tscore", "syn-d1\td1\t1"]
+    rows, why = load_synthesis(tmp_path, man)
+    assert why == "reused" and len(rows) == 2
+    rows, why = load_synthesis(tmp_path, {**man, "model": "other"})
+    assert rows is None and "model" in why
+    rows, why = load_synthesis(tmp_path / "none", man)
+    assert rows is None and "no manifest" in why
+
+
+def test_saved_set_loads_with_the_beir_loader(tmp_path):
+    from qrlib.data import load_beir_folder
+
+    save_synthesis(tmp_path, _attempts(), {"dataset": "toy"})
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "", "text": DOC}) + "\n")
+    ds = load_beir_folder(tmp_path, "train")
+    assert ds.queries == {"syn-d1": "Does vitamin D prevent broken hips?"}
+    assert ds.qrels == {"syn-d1": {"d1": 1}}
