@@ -416,11 +416,6 @@ plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
 # query (SAGE Table 3's modification rate).
 
 # %%
-def evaluate_rewrites(ds, kind, df):
-    pq = ndcg_per_query(ds, kind, dict(zip(df.qid, df.search_text)))
-    return pq
-
-
 SAGE_EVAL, SAGE_REWRITES = {}, {}
 for name in sage_datasets:
     tr, te, full = SAGE_DATA[name]
@@ -445,7 +440,8 @@ for name in sage_datasets:
         gc.collect()
     for (n_, label), df in SAGE_REWRITES.items():
         if n_ == name:
-            SAGE_EVAL[name, label] = evaluate_rewrites(full, sage_retriever, df)
+            SAGE_EVAL[name, label] = ndcg_per_query(full, sage_retriever,
+                                                    dict(zip(df.qid, df.search_text)))
 
 rows = []
 for (name, label), pq in SAGE_EVAL.items():
@@ -672,7 +668,7 @@ for name, d in RLQR.items():
         raw_pq = ndcg_per_query(te, kind, te.queries, k=3)
         for label, df in (("raw query", None), ("untrained", untrained), ("RL-QR", trained)):
             texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
-            pq = ndcg_per_query(te, kind, texts, k=3)
+            pq = raw_pq if df is None else ndcg_per_query(te, kind, texts, k=3)
             bs = paired_bootstrap(pq.to_dict(), raw_pq.to_dict(), n=bootstrap, seed=seed)
             words = pd.Series([len(t.split()) for t in texts.values()])
             rows.append({"dataset": name, "retriever": kind, "model": label,
