@@ -8,14 +8,15 @@ reward (parse + batched retrieval + scoring) and in the rest (log-probs, KL, bac
 optimiser), and the speed-up over the first (reference) setting measured in the same run.
 
 Settings (``--variants``, comma-separated):
-  ref      fp32 weights, GRPO preset (KL beta 0.001: one reference pass through the model
-           with the LoRA adapter disabled), TRL's default gradient checkpointing -- what
-           qrlib trained with before
+  ref      what qrlib trained with until session 5: fp32, GRPO preset (KL beta 0.001: one
+           reference pass with the LoRA adapter disabled), TRL's default gradient
+           checkpointing, LoRA dropout 0.05
   nockpt   as ref without gradient checkpointing (no recomputed activations)
-  autocast as nockpt with the log-prob/loss passes under bf16 autocast (generation stays
-           fp32): the engine's CPU default where the CPU has native bf16 matmul (AMX /
-           AVX512-BF16)
-  new      as autocast with the DAPO preset (beta 0: no reference pass)
+  autocast as nockpt with generation and the log-prob/loss passes under bf16 autocast
+  nodrop   as nockpt with LoRA dropout 0 (fp32)
+  default  the engine's CPU default since session 5: no checkpointing, LoRA dropout 0, bf16
+           autocast where the CPU has native bf16 matmul (AMX / AVX512-BF16), GRPO preset
+  new      as default with the DAPO preset (beta 0: no reference pass)
 
     python benchmarks/bench_train.py --model qwen2.5-coder-0.5b --steps 3 --generations 8 --tokens 32
 The reward share should stay below 10% of a step; the script exits 1 if it does not.
@@ -32,13 +33,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 VARIANTS = {
     "ref": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": True,
-            "cpu_autocast": False},
+            "cpu_autocast": False, "lora_dropout": 0.05},
     "nockpt": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False,
-               "cpu_autocast": False},
+               "cpu_autocast": False, "lora_dropout": 0.05},
     "autocast": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False,
-                 "cpu_autocast": True},
+                 "cpu_autocast": True, "lora_dropout": 0.05},
+    "nodrop": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False,
+               "cpu_autocast": False, "lora_dropout": 0.0},
+    "default": {"dtype": "float32", "algorithm": "grpo", "gradient_checkpointing": False,
+                "cpu_autocast": True, "lora_dropout": 0.0},
     "new": {"dtype": "float32", "algorithm": "dapo", "gradient_checkpointing": False,
-            "cpu_autocast": True},
+            "cpu_autocast": True, "lora_dropout": 0.0},
 }
 
 
@@ -81,7 +86,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--retriever", default="bm25")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--variants", default="ref,nockpt,autocast,new")
+    ap.add_argument("--variants", default="ref,nockpt,nodrop,default,new")
     a = ap.parse_args()
     import torch
 

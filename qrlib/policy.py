@@ -278,7 +278,10 @@ def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
     ``name`` is ``"smollm2"``, ``"qwen2.5-coder-0.5b"`` (offline GGUF, dequantised once into
     the cache) or a Hugging Face hub id / local folder. ``dtype`` defaults to fp32 on CPU and
     bf16 on CUDA (the CUDA path is untested in this project). The tokenizer pads on the left
-    so batched generation continues every prompt from its last token.
+    so batched generation continues every prompt from its last token. An adapter loaded
+    for inference (``trainable=False``) is merged into the weights (PEFT
+    ``merge_and_unload``): the same function, without the per-layer LoRA side path that
+    costs about a fifth of the decoding time on CPU; ``trainable=True`` keeps it separate.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -308,6 +311,8 @@ def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
             raise QrlibError(f"adapter folder {adapter} has no adapter_config.json; pass the "
                              f"folder a training run saved (runs/<run>/.../adapter)")
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable)
+        if not trainable:  # inference: fold B·A into the weights, one matmul per layer
+            model = model.merge_and_unload()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)

@@ -20,7 +20,7 @@ __all__ = ["rewrite_queries", "sample_rewrites"]
 def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any, *,
                     fmt: str = "deepretrieval-nothink", prefill: str = "",
                     mode: str = "rewrite", max_new_tokens: int = 32, batch_size: int = 16,
-                    progress: bool = True) -> "Any":
+                    progress: bool = True, autocast: bool | None = False) -> "Any":
     """Greedy rewrite of every query of ``{qid: text}``; one row per query.
 
     Columns: ``qid, query, completion, format_ok, rewrite, search_text, modified,
@@ -28,7 +28,9 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
     leniently (``qrlib.parsing``); a query whose completion yields nothing is searched as
     the original text (``rewrite`` empty, ``modified`` False). ``mode="expand"`` searches
     ``original + " " + rewrite`` (query expansion); ``"rewrite"`` the rewrite alone.
-    ``prompt`` is a registry name or an inline ``{system, user}`` mapping.
+    ``prompt`` is a registry name or an inline ``{system, user}`` mapping. ``autocast``:
+    bf16 autocast on CPU (:func:`qrlib.policy.generate`; off by default so greedy outputs
+    stay those of the fp32 model, None: on where the CPU has native bf16 matmul).
     """
     import time
 
@@ -50,7 +52,7 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
         texts = [render_prompt(prompt, tokenizer, queries[q], prefill) for q in chunk]
         t0 = time.perf_counter()
         outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
-                        batch_size=batch_size)
+                               batch_size=batch_size, autocast=autocast)
         per = (time.perf_counter() - t0) / len(chunk)
         rows += [_row(tokenizer, q, queries[q], out, fmt, prefill, mode, per)
                  for q, out in zip(chunk, outs)]

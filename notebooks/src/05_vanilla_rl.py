@@ -35,6 +35,7 @@ format_penalty = -1.0  # reward of a completion whose format is broken
 lenient = True  # recover a query from slightly malformed output for retrieval
 prefill = True  # start the assistant turn with '<answer>{"query": "' (format by construction)
 eval_max_new_tokens = 24  # greedy budget when rewriting test queries
+eval_autocast = None  # bf16 autocast of the greedy test rewriting on CPU; None: where the CPU has native bf16 matmul
 eval_k = 100  # retrieval depth for evaluation (R@100)
 n_examples = 6  # before/after examples shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
@@ -220,7 +221,8 @@ for name in datasets:
     te = DATA[name][1]
     for mode in modes:
         df = rewrite.rewrite_queries(base_model, tok, te.queries, PROMPTS[mode], fmt=FMT,
-                                    prefill=PREFILL, mode=mode, max_new_tokens=eval_max_new_tokens)
+                                    prefill=PREFILL, mode=mode, max_new_tokens=eval_max_new_tokens,
+                                    autocast=eval_autocast)
         REWRITES[name, f"untrained-{mode}"] = df
         print(name, mode, f"format ok {df.format_ok.mean():.2f}, modified {df.modified.mean():.2f}, "
               f"{df.gen_seconds.sum():.1f}s")
@@ -359,7 +361,7 @@ for name in datasets:
         m, tok = policy.load_policy(model, adapter=SUMMARIES[run_name]["adapter"])
         REWRITES[name, f"trained-{kind}-{mode}"] = rewrite.rewrite_queries(
             m, tok, te.queries, PROMPTS[mode], fmt=FMT, prefill=PREFILL, mode=mode,
-            max_new_tokens=eval_max_new_tokens)
+            max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
         del m
 
 rows, per_query = [], {}

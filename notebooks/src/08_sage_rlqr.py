@@ -47,6 +47,7 @@ temperature = 1.0  # sampling temperature of rollouts
 learning_rate = 5e-5  # LoRA learning rate
 beta = 0.001  # KL coefficient
 eval_max_new_tokens = 32  # greedy budget for test rewrites
+eval_autocast = None  # bf16 autocast of the greedy test rewriting on CPU; None: where the CPU has native bf16 matmul
 # --- 4-5. RL-QR (Alg. 1, Eq. 5-6)
 rlqr_datasets = ["scifact"]  # indexes to synthesise for and train one rewriter per retriever on
 rlqr_retrievers = ["bm25", "dense"]  # Lexical and Semantic in RL-QR's terms
@@ -425,7 +426,8 @@ for name in sage_datasets:
     for prompt in prompts_used:
         meta = as_template(prompt).meta
         df = rewrite.rewrite_queries(base, tok, te.queries, prompt, fmt=meta["fmt"],
-                                     prefill=meta["prefill"], max_new_tokens=eval_max_new_tokens)
+                                     prefill=meta["prefill"], max_new_tokens=eval_max_new_tokens,
+                                     autocast=eval_autocast)
         SAGE_REWRITES[name, f"untrained ({prompt})"] = df
     del base
     gc.collect()
@@ -435,7 +437,7 @@ for name in sage_datasets:
         m, tok = policy.load_policy(model, adapter=SAGE_SUMMARIES[name, key]["adapter"])
         SAGE_REWRITES[name, LABELS[key]] = rewrite.rewrite_queries(
             m, tok, te.queries, prompt, fmt=meta["fmt"], prefill=meta["prefill"],
-            max_new_tokens=eval_max_new_tokens)
+            max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
         del m
         gc.collect()
     for (n_, label), df in SAGE_REWRITES.items():
@@ -655,14 +657,16 @@ for name, d in RLQR.items():
     te = d["test"]
     base, tok = policy.load_policy(model)
     untrained = rewrite.rewrite_queries(base, tok, te.queries, "rlqr/rewrite", fmt="plain",
-                                        prefill=rlqr_prefill, max_new_tokens=eval_max_new_tokens)
+                                        prefill=rlqr_prefill, max_new_tokens=eval_max_new_tokens,
+                                        autocast=eval_autocast)
     del base
     gc.collect()
     for kind in rlqr_retrievers:
         m, tok = policy.load_policy(model, adapter=RLQR_SUMMARIES[name, kind]["adapter"])
         trained = rewrite.rewrite_queries(m, tok, te.queries, "rlqr/rewrite", fmt="plain",
                                           prefill=rlqr_prefill,
-                                          max_new_tokens=eval_max_new_tokens)
+                                          max_new_tokens=eval_max_new_tokens,
+                                          autocast=eval_autocast)
         del m
         gc.collect()
         raw_pq = ndcg_per_query(te, kind, te.queries, k=3)
