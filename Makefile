@@ -42,7 +42,7 @@ test: install
 	$(BIN)/python -m pytest -q --timeout=3000 tests
 
 reproduce: install
-	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --resume
+	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --stale
 
 smoke: install
 	$(BIN)/python -m qrlib run params/smoke.yaml

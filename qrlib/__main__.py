@@ -1,4 +1,4 @@
-"""Command line: ``python -m qrlib run PROFILE`` and ``python -m qrlib baseline``."""
+"""Command line: ``python -m qrlib run PROFILE``, ``status``, ``results``, ``baseline``."""
 from __future__ import annotations
 
 import argparse
@@ -14,14 +14,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("profile", help="params/<name>.yaml (or just the name)")
     run.add_argument("--only", action="append", default=None, metavar="NN",
                      help="run only this notebook (number or full name); repeatable")
-    run.add_argument("--resume", action="store_true",
-                     help="skip notebooks whose outputs are complete for these parameters")
+    run.add_argument("--stale", action="store_true",
+                     help="run only the notebooks `qrlib status` calls stale or never run")
+    run.add_argument("--resume", action="store_true", help="the same as --stale")
+    run.add_argument("--allow-dirty", action="store_true",
+                     help="publish from a tree with uncommitted changes to a notebook's "
+                          "inputs (the stamps say so)")
     run.add_argument("--log-output", action="store_true", help="stream notebook output")
     base = sub.add_parser("baseline", help="raw-query metrics of one dataset")
     base.add_argument("--dataset", required=True, help="dataset name or BEIR folder path")
     base.add_argument("--retriever", default="bm25", help="bm25 | bm25-ref | dense")
     base.add_argument("--split", default="test")
     base.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    st = sub.add_parser("status", help="fresh / stale (and why) / never run, per notebook")
+    st.add_argument("--profile", default="cpu", help="params/<name>.yaml (or just the name)")
     res = sub.add_parser("results", help="write RESULTS.md from tables/<profile>/")
     res.add_argument("--profile", default="cpu", help="profile whose tables are reported")
     res.add_argument("--output", default=None, help="file to write (default: RESULTS.md)")
@@ -37,8 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "run":
             from qrlib.workbook import run_profile
 
-            run_profile(args.profile, only=args.only, resume=args.resume,
-                        log_output=args.log_output)
+            run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
+                        allow_dirty=args.allow_dirty, log_output=args.log_output)
+        elif args.cmd == "status":
+            from qrlib.freshness import profile_status
+
+            for s in profile_status(args.profile):
+                print(s.line())
         elif args.cmd == "baseline":
             from qrlib.baseline import baseline_main
 
@@ -57,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; completed notebooks keep their markers under "
-              "runs/<profile>/done (rerun with --resume)" if args.cmd == "run"
+              "tables/<profile>/manifest.json (rerun with --stale)" if args.cmd == "run"
               else "error: interrupted", file=sys.stderr)
         return 130
     return 0

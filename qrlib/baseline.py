@@ -86,7 +86,7 @@ def _stem(dataset: str, retriever: str) -> str:
 
 def save_baseline(res: BaselineResult, run_dir: str | Path, *, save_run: bool = True) -> dict[str, str]:
     """Write per-query metrics (CSV) and the ranked run (JSON, top-k) atomically."""
-    from qrlib.workbook import atomic_write, save_json
+    from qrlib.core.io import atomic_write, save_json
 
     out = baseline_dir(run_dir)
     stem = _stem(res.dataset, res.retriever)
@@ -102,7 +102,7 @@ def save_baseline(res: BaselineResult, run_dir: str | Path, *, save_run: bool = 
 def load_baseline(run_dir: str | Path, dataset: str, retriever: str = "bm25"
                   ) -> tuple[pd.DataFrame, dict[str, list[tuple[str, float]]] | None]:
     """(per-query metrics, run or None) written by notebook 02 for ``dataset`` x ``retriever``."""
-    from qrlib.workbook import load_json
+    from qrlib.core.io import load_json
 
     out = baseline_dir(run_dir)
     stem = _stem(dataset, retriever)

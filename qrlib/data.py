@@ -569,7 +569,7 @@ def filter_queries(ds: Dataset, predicate) -> Dataset:
 
 def save_beir(ds: Dataset, folder: str | os.PathLike) -> Path:
     """Write ``ds`` as a BEIR folder (corpus.jsonl.gz, queries.jsonl, qrels/<split>.tsv)."""
-    from qrlib.workbook import atomic_path, atomic_write
+    from qrlib.core.io import atomic_path, atomic_write
 
     folder = Path(folder)
     split = ds.meta.get("split", "test")

@@ -328,7 +328,7 @@ def model_split(questions: Sequence[str], model: Any, tokenizer: Any, *,
                              "raw": raw, "fallback": True}
                 cache[keys[i][s]] = entry
         if cache_path is not None:
-            from qrlib.workbook import save_json
+            from qrlib.core.io import save_json
             save_json(cache, cache_path)
     return [[cache[k]["queries"] for k in ks] for ks in keys]
 

@@ -205,7 +205,7 @@ class ResponseCache:
             return None
 
     def put(self, url: str, body: bytes) -> None:
-        from qrlib.workbook import atomic_write
+        from qrlib.core.io import atomic_write
 
         try:
             text = body.decode("utf-8")
@@ -238,7 +238,7 @@ class _EngineSearch:
             self.endpoint = base_url
         live = getattr(self.transport, "live", True)
         if cache and live:
-            from qrlib.workbook import cache_dir
+            from qrlib.core.io import cache_dir
 
             root = Path(cache) if not isinstance(cache, bool) else cache_dir() / "litsearch"
             self.cache: ResponseCache | None = ResponseCache(root / self.name, cache_ttl_s)

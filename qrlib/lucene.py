@@ -233,7 +233,7 @@ class LuceneBM25Retriever:
             self._tmp = tempfile.mkdtemp(prefix="qrlib-lucene-")
             root = Path(self._tmp)
         elif cache is True:
-            from qrlib.workbook import cache_dir
+            from qrlib.core.io import cache_dir
 
             root = cache_dir() / "lucene"
         else:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from qrlib.workbook import atomic_path, atomic_write
+from qrlib.core.io import atomic_path, atomic_write
 
 STAMP_GID = "qrlib-stamp"
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from qrlib.errors import QrlibError
-from qrlib.workbook import atomic_path, atomic_write, cache_dir, current_umask
+from qrlib.core.io import atomic_path, atomic_write, cache_dir, current_umask
 
 __all__ = ["OFFLINE_MODELS", "OfflineModel", "load_policy", "generate", "gguf_path",
            "dequantised_dir", "ensure_dequantised", "sha256_file"]

@@ -6,10 +6,10 @@ profiles in :data:`PUBLISHED_PROFILES` (the README's ``cpu`` profile):
 * copies every notebook that ran to ``notebooks/executed/<profile>/NN_name.ipynb`` with its
   outputs, stripped of what makes notebooks heavy (PDF/SVG twins of figures, widget
   state, progress-bar spam, huge HTML) and with figures re-encoded as modest PNGs, behind
-  a first cell naming the commit, the profile and the date;
+  a first cell naming the commit, the tree state, the fingerprint, the profile and the date;
 * writes ``notebooks/executed/<profile>/README.md``, an index of what is there;
-* writes ``tables/<profile>/run_timings.csv|md`` (the last successful wall time and peak
-  memory of each notebook, from ``runs/<profile>/timings.csv``), which README and RESULTS
+* writes ``tables/<profile>/run_timings.csv|md`` (wall time and peak memory of each
+  notebook's last run, from ``tables/<profile>/manifest.json``), which README and RESULTS
   quote;
 * regenerates ``RESULTS.md`` from ``tables/<profile>/`` (:mod:`qrlib.results`).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.errors import QrlibError
-from qrlib.workbook import REPO_ROOT, atomic_write
+from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write
 
 PUBLISHED_PROFILES = ("cpu",)
 RESULTS_PROFILE = "cpu"
@@ -55,6 +55,59 @@ def commit_info(root: Path | None = None) -> dict[str, Any]:
     except (OSError, subprocess.CalledProcessError):
         return {"commit": "unknown", "dirty": False}
     return {"commit": sha, "dirty": dirty}
+
+
+# --------------------------------------------------------------------------- stamps
+STAMP_MD = "`qrlib:"
+
+
+def stamp_text(name: str, profile: str, info: dict[str, Any], fingerprint: str) -> str:
+    """One line naming where a result came from: notebook, profile, commit, tree, fingerprint."""
+    tree = "dirty tree, --allow-dirty" if info.get("dirty") else "clean tree"
+    return (f"{name}, profile {profile}, commit {info.get('commit', 'unknown')} ({tree}), "
+            f"fingerprint {fingerprint}")
+
+
+def _stamp_file(path: Path, stamp: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".csv":
+        body = "".join(ln for ln in text.splitlines(keepends=True)
+                       if not ln.startswith(STAMP_PREFIX))
+        text = f"{STAMP_PREFIX} {stamp}\n{body}"
+    elif path.suffix == ".md":
+        body = "\n".join(ln for ln in text.rstrip("\n").split("\n")
+                         if not ln.startswith(STAMP_MD)).rstrip("\n")
+        text = f"{body}\n\n{STAMP_MD} {stamp}`\n"
+    elif path.name.endswith(".caption.txt"):
+        body = re.sub(r" \[qrlib: [^\]]*\]$", "", text.rstrip("\n"))
+        text = f"{body} [qrlib: {stamp}]\n"
+    else:
+        return
+    atomic_write(path, text)
+
+
+def stamp_outputs(name: str, profile: str, paths: dict[str, Path], *, since: float,
+                  info: dict[str, Any], fingerprint: str, root: Path) -> list[str]:
+    """Stamp the tables (csv, md) and figure captions notebook ``name`` wrote, and delete
+    the files of its own (``NN_*``) that this run did not rewrite (left by an older run).
+
+    Returns the repository-relative paths of its outputs.
+    """
+    prefix = name.split("_", 1)[0] + "_"
+    stamp = stamp_text(name, profile, info, fingerprint)
+    out = []
+    for folder in (paths["tables_dir"], paths["figures_dir"]):
+        for f in sorted(Path(folder).glob(f"{prefix}*")):
+            if not f.is_file():
+                continue
+            if f.stat().st_mtime < since - 1:
+                f.unlink()
+                print(f"[qrlib] removed {f.relative_to(root)}: {name} no longer writes it",
+                      flush=True)
+                continue
+            _stamp_file(f, stamp)
+            out.append(str(f.relative_to(root)))
+    return out
 
 
 # --------------------------------------------------------------------------- stripping
@@ -121,16 +174,17 @@ def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH) -> Any:
     return nb
 
 
-def header_cell(name: str, profile: str, info: dict[str, Any], executed: str,
-                wall_s: float | None) -> Any:
+def header_cell(name: str, profile: str, entry: dict[str, Any], executed: str) -> Any:
     import nbformat
 
-    commit = info["commit"] + (" (with uncommitted changes)" if info.get("dirty") else "")
+    wall_s = entry.get("wall_s")
     wall = f", {wall_s / 60:.1f} min" if wall_s and wall_s >= 90 else (f", {wall_s:.0f} s" if wall_s else "")
+    stamp = stamp_text(name, profile, entry, entry.get("fingerprint", "?"))
     text = (f"> **Executed copy, for reading.** `{name}` run with the **`{profile}`** profile "
-            f"(`params/{profile}.yaml`) at commit `{commit}` on {executed}{wall}.  \n"
+            f"(`params/{profile}.yaml`) on {executed}{wall}: {stamp}.  \n"
             f"> Written by `python -m qrlib run params/{profile}.yaml` (qrlib.publish): outputs "
-            f"only, figures downscaled, no data or weights. Do not edit: the source is "
+            f"only, figures downscaled, no data or weights. `python -m qrlib status --profile "
+            f"{profile}` tells whether it is still fresh. Do not edit: the source is "
             f"`notebooks/src/{name}.py`; open `notebooks/{name}.ipynb` to run it yourself.")
     cell = nbformat.v4.new_markdown_cell(text)
     cell.id = HEADER_ID
@@ -139,11 +193,13 @@ def header_cell(name: str, profile: str, info: dict[str, Any], executed: str,
 
 # --------------------------------------------------------------------------- publish
 def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str] | None = None,
-                      dest: Path | None = None, max_png_width: int = MAX_PNG_WIDTH,
-                      walls: dict[str, float] | None = None) -> list[Path]:
+                      dest: Path | None = None, max_png_width: int = MAX_PNG_WIDTH) -> list[Path]:
     """Copy ``runs/<profile>/notebooks/*.ipynb`` (or ``names``) to
-    ``notebooks/executed/<profile>/``, stripped, with a header cell; returns the paths."""
+    ``notebooks/executed/<profile>/``, stripped, behind a header cell with the stamp of the
+    notebook's manifest entry (commit, tree, fingerprint); returns the paths."""
     import nbformat
+
+    from qrlib.freshness import load_manifest
 
     root = Path(root or REPO_ROOT)
     src_dir = root / "runs" / profile / "notebooks"
@@ -154,23 +210,19 @@ def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str
     paths = sorted(src_dir.glob("[0-9][0-9]_*.ipynb"))
     if names is not None:
         paths = [p for p in paths if p.stem in set(names)]
-    info = commit_info(root)
-    if walls is None and (root / "runs" / profile / "timings.csv").exists():
-        import pandas as pd
-
-        t = pd.read_csv(root / "runs" / profile / "timings.csv")
-        t = t[t["status"] == "ok"].groupby("notebook").tail(1)
-        walls = dict(zip(t["notebook"], t["wall_s"]))
+    manifest = load_manifest(profile, root)
     out = []
     for p in paths:
+        entry = manifest.get(p.stem) or {**commit_info(root), "fingerprint": "unknown"}
         nb = nbformat.read(p, as_version=4)
         executed = time.strftime("%Y-%m-%d", time.localtime(p.stat().st_mtime))
         nb = strip_notebook(nb, max_png_width=max_png_width)
         nb.cells = [c for c in nb.cells if c.get("id") != HEADER_ID]
-        nb.cells.insert(0, header_cell(p.stem, profile, info, executed, (walls or {}).get(p.stem)))
-        nb.metadata["qrlib"] = {"profile": profile, "commit": info["commit"],
-                                "dirty": info["dirty"], "executed": executed,
-                                "wall_s": (walls or {}).get(p.stem)}
+        nb.cells.insert(0, header_cell(p.stem, profile, entry, executed))
+        nb.metadata["qrlib"] = {"profile": profile, "commit": entry.get("commit"),
+                                "dirty": entry.get("dirty"), "executed": executed,
+                                "fingerprint": entry.get("fingerprint"),
+                                "wall_s": entry.get("wall_s")}
         target = dest / p.name
         atomic_write(target, nbformat.writes(nb) + "\n")
         out.append(target)
@@ -179,44 +231,45 @@ def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str
 
 
 def write_index(dest: Path, profile: str) -> Path:
-    """``README.md`` of a published folder: one line per notebook with commit and date."""
+    """``README.md`` of a published folder: one line per notebook with its stamp."""
     import nbformat
 
     lines = [f"# Executed notebooks of the `{profile}` profile", "",
              f"Written by `python -m qrlib run params/{profile}.yaml` (see `qrlib/publish.py`); "
              "outputs only, for reading on a repository page or in JupyterLab without running "
-             "anything. The runnable notebooks are one folder up.", "",
-             "| notebook | commit | executed | wall time |", "|---|---|---|---|"]
+             "anything. The runnable notebooks are one folder up. Whether each is still what "
+             f"the code at HEAD produces: `python -m qrlib status --profile {profile}`.", "",
+             "| notebook | commit | fingerprint | executed | wall time |", "|---|---|---|---|---|"]
     for p in sorted(dest.glob("[0-9][0-9]_*.ipynb")):
         meta = nbformat.read(p, as_version=4).metadata.get("qrlib", {})
         wall = meta.get("wall_s")
-        commit = meta.get("commit", "?") + (" (dirty)" if meta.get("dirty") else "")
-        lines.append(f"| [{p.stem}]({p.name}) | `{commit}` | {meta.get('executed', '?')} | "
-                     + (f"{wall:.0f} s" if wall else "") + " |")
+        commit = str(meta.get("commit", "?")) + (" (dirty)" if meta.get("dirty") else "")
+        lines.append(f"| [{p.stem}]({p.name}) | `{commit}` | `{meta.get('fingerprint') or '-'}` | "
+                     f"{meta.get('executed', '?')} | " + (f"{wall:.0f} s" if wall else "") + " |")
     return atomic_write(dest / "README.md", "\n".join(lines) + "\n")
 
 
 def timing_table(profile: str, *, root: Path | None = None) -> Any:
-    """The last successful row per notebook of ``runs/<profile>/timings.csv``, saved as
-    ``tables/<profile>/run_timings.csv|md``; None when the run has no timings."""
+    """Wall time and peak memory of each notebook's last run, from the profile's manifest
+    (each row from its own run, with its commit), saved as ``tables/<profile>/run_timings``;
+    None when no notebook has run."""
     import pandas as pd
 
-    from qrlib.workbook import save_table
+    from qrlib.core.io import save_table
+    from qrlib.freshness import legacy_entries, load_manifest
 
     root = Path(root or REPO_ROOT)
-    src = root / "runs" / profile / "timings.csv"
-    if not src.exists():
+    manifest = {**legacy_entries(profile, root), **load_manifest(profile, root)}
+    if not manifest:
         return None
-    t = pd.read_csv(src)
-    t = t[t["status"] == "ok"].groupby("notebook", sort=True).tail(1)
-    if t.empty:
-        return None
-    t = t[["notebook", "wall_s", "peak_rss_mb", "finished"]].sort_values("notebook")
+    t = pd.DataFrame([{"notebook": n, "wall_s": e.get("wall_s"), "peak_rss_mb": e.get("peak_rss_mb"),
+                       "finished": e.get("finished"), "commit": e.get("commit"),
+                       "fingerprint": e.get("fingerprint")} for n, e in sorted(manifest.items())])
     t["wall_min"] = t["wall_s"] / 60
-    save_table(t.reset_index(drop=True), "run_timings", root / "tables" / profile, floatfmt=".1f",
-               caption=f"Wall time and peak memory (process + kernel) of the last successful "
-                       f"run of each notebook, from runs/{profile}/timings.csv "
-                       f"[profile: {profile}]")
+    save_table(t, "run_timings", root / "tables" / profile, floatfmt=".1f",
+               caption=f"Wall time and peak memory (process + kernel) of the last run of each "
+                       f"notebook, from tables/{profile}/manifest.json; `python -m qrlib status "
+                       f"--profile {profile}` tells which are fresh [profile: {profile}]")
     return t
 
 
@@ -224,11 +277,10 @@ def after_run(profile: str, rows: list[dict[str, Any]], *, root: Path | None = N
     """Hook at the end of :func:`qrlib.workbook.run_profile` (never fails the run)."""
     root = Path(root or REPO_ROOT)
     try:
-        t = timing_table(profile, root=root)
-        walls = dict(zip(t["notebook"], t["wall_s"])) if t is not None else {}
+        timing_table(profile, root=root)
         if profile in PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1":
             ran = [r["notebook"] for r in rows if r.get("status") == "ok"]
-            for p in publish_notebooks(profile, root=root, names=ran, walls=walls):
+            for p in publish_notebooks(profile, root=root, names=ran):
                 print(f"[qrlib] published {p.relative_to(root)}", flush=True)
         if profile == RESULTS_PROFILE and (root / "tables" / profile).exists():
             from qrlib.results import write_results

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.errors import QrlibError
-from qrlib.workbook import atomic_write
+from qrlib.core.io import atomic_write
 
 
 def _plain(value: Any) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 from qrlib.errors import QrlibError
 from qrlib.stats import verdict
-from qrlib.workbook import REPO_ROOT, atomic_write
+from qrlib.core.io import REPO_ROOT, atomic_write, read_table
 
 # ---------------------------------------------------------------------------- numbers
 # References that contain digits but are not results (Table 4, Eq. 1-2, issue 10, ...)
@@ -74,10 +74,8 @@ def matches(n: Number, value: float) -> bool:
 def table_values(path: Path) -> list[float]:
     """Every number in a table: numeric cells, numbers inside text cells ("0.653 ± 0.012",
     "12/12 policies") and in the Markdown caption."""
-    import pandas as pd
-
     vals: list[float] = []
-    df = pd.read_csv(path)
+    df = read_table(path)
     for col in df.columns:
         s = df[col]
         if s.dtype.kind in "fiub":
@@ -87,7 +85,8 @@ def table_values(path: Path) -> list[float]:
                 vals += [float(t) for t in re.findall(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", x)]
     md = path.with_suffix(".md")
     if md.exists():
-        vals += [float(t) for t in re.findall(r"\d+(?:\.\d+)?", md.read_text().split("\n\n")[-1])]
+        text = "\n".join(ln for ln in md.read_text().split("\n") if not ln.startswith("`qrlib:"))
+        vals += [float(t) for t in re.findall(r"\d+(?:\.\d+)?", text.strip().split("\n\n")[-1])]
     return vals
 
 
@@ -100,6 +99,7 @@ class Doc:
     papers: list[str] = field(default_factory=list)         # published papers read
     derived: list[tuple[str, str]] = field(default_factory=list)  # (text, formula)
     _tables: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)    # notebook -> freshness.Status
 
     @property
     def tables_dir(self) -> Path:
@@ -107,13 +107,11 @@ class Doc:
 
     def t(self, name: str):
         """Read ``tables/<profile>/<name>.csv`` (and cite it)."""
-        import pandas as pd
-
         if name not in self._tables:
             path = self.tables_dir / f"{name}.csv"
             if not path.exists():
                 raise QrlibError(f"tables/{self.profile}/{name}.csv is missing")
-            self._tables[name] = pd.read_csv(path)
+            self._tables[name] = read_table(path)
             if name not in self.cited:
                 self.cited.append(name)
         return self._tables[name]
@@ -599,20 +597,89 @@ def _audit(d: Doc) -> str:
     return "\n".join(out) + "\n"
 
 
+def fresh_timings(d: Doc) -> tuple[Any, list[str]]:
+    """The rows of ``run_timings`` whose notebook is fresh, and the names of the others."""
+    t = d.t("run_timings")
+    fresh = [n for n, st in d.status.items() if st.state == "fresh"]
+    others = [n for n in d.status if n not in fresh]
+    return t[t["notebook"].isin(fresh)], others
+
+
 def _timings(d: Doc) -> str:
     t = d.t("run_timings")
-    total = float(t["wall_s"].sum())
-    rows = [[r.notebook, d.n(r.wall_s, ".0f"), d.n(r.peak_rss_mb / 1024, ".1f", derived="run_timings: peak_rss_mb / 1024") if r.peak_rss_mb == r.peak_rss_mb else "–"]
-            for r in t.itertuples()]
-    peak = t["peak_rss_mb"].max()
+    ft, stale = fresh_timings(d)
+    rows = [[r.notebook, d.status[r.notebook].state if r.notebook in d.status else "?",
+             f"`{r.commit}`", d.n(r.wall_s, ".0f"),
+             d.n(r.peak_rss_mb / 1024, ".1f", derived="run_timings: peak_rss_mb / 1024")
+             if r.peak_rss_mb == r.peak_rss_mb else "–"] for r in t.itertuples()]
+    total = float(ft["wall_s"].sum())
+    peak = float(ft["peak_rss_mb"].max()) if len(ft) else float("nan")
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
-            "The last successful run of each notebook, as measured by the runner "
-            f"(`runs/{d.profile}/timings.csv`):\n\n"
-            + _md_table(["notebook", "wall time (s)", "peak memory (GB)"], rows) + "\n\n"
-            f"In all **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s) / 60')} min**, peak memory "
-            f"{d.n(peak / 1024, '.1f', derived='run_timings: max(peak_rss_mb) / 1024')} GB. A cold cache "
-            "adds the MiniLM encoding of SciFact and NFCorpus and the one-time assembly and "
-            "dequantisation of the Qwen GGUF.\n")
+            "The last run of each notebook, as measured by the runner "
+            f"(`tables/{d.profile}/manifest.json`), each from its own run:\n\n"
+            + _md_table(["notebook", "state", "commit", "wall time (s)", "peak memory (GB)"], rows)
+            + "\n\n"
+            f"The fresh notebooks took **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s of fresh) / 60')} min** "
+            f"together, peak memory {d.n(peak / 1024, '.1f', derived='run_timings: max(peak_rss_mb of fresh) / 1024')} GB"
+            + (f"; not counted, because stale or never run: {', '.join(f'`{n}`' for n in stale)}"
+               if stale else "") + ". A cold cache adds the MiniLM encoding of SciFact and "
+            "NFCorpus and the one-time assembly and dequantisation of the Qwen GGUF.\n")
+
+
+README_BLOCK = re.compile(r"(<!-- qrlib:timing -->\n)(.*?)(\n<!-- /qrlib:timing -->)", re.S)
+
+
+def readme_timing(d: Doc) -> str:
+    """The README's sentence on the main job's time: the fresh notebooks' own runs."""
+    ft, stale = fresh_timings(d)
+    total, peak = float(ft["wall_s"].sum()), float(ft["peak_rss_mb"].max()) if len(ft) else 0.0
+    text = (f"Measured (`tables/{d.profile}/run_timings.md`): the **{len(ft)} fresh notebooks** of "
+            f"`make reproduce` took **{total / 60:.1f} min** together on 2 cores with warm caches, "
+            f"each from its own run at the commit its stamp names; peak memory "
+            f"**{peak / 1024:.1f} GB**.")
+    if stale:
+        text += (f" Stale or never run at HEAD, so not counted: {', '.join(stale)} "
+                 f"(`python -m qrlib status --profile {d.profile}` says why).")
+    return text
+
+
+def write_readme_timing(d: Doc, root: Path, *, check: bool = False) -> bool:
+    """Rewrite the README's timing block; with ``check``, only say whether it is current."""
+    path = root / "README.md"
+    if not path.exists():
+        return True
+    text = path.read_text(encoding="utf-8")
+    m = README_BLOCK.search(text)
+    if not m:
+        raise QrlibError("README.md has no <!-- qrlib:timing --> block for the measured time")
+    new = text[:m.start(2)] + readme_timing(d) + text[m.end(2):]
+    if check:
+        return new == text
+    if new != text:
+        atomic_write(path, new)
+    return True
+
+
+def _provenance(d: Doc, tables: list[str]) -> str:
+    """One line under a section heading: the commit its tables came from, and whether any
+    of their notebooks is stale."""
+    from qrlib.freshness import load_manifest
+
+    manifest = load_manifest(d.profile, d.root)
+    nbs = sorted({d_ for t in tables for d_ in d.status if t.startswith(d_.split("_", 1)[0] + "_")})
+    if not nbs:
+        return ""
+    parts, stale = [], []
+    for n in nbs:
+        st = d.status[n]
+        commit = (manifest.get(n) or st.entry or {}).get("commit", "?")
+        parts.append(f"`{n}` at `{commit}`")
+        if st.state != "fresh":
+            stale.append(f"`{n}` ({st.state}: `{'; '.join(st.reasons)[:160]}`)")
+    if stale:
+        return ("> **Stale section**: " + "; ".join(stale) + ". Tables from " + ", ".join(parts)
+                + f"; rerun with `python -m qrlib run params/{d.profile}.yaml --stale`.\n")
+    return "> Fresh: tables from " + ", ".join(parts) + ".\n"
 
 
 GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
@@ -672,14 +739,24 @@ SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
 
 def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]:
     """The text of RESULTS.md for ``profile`` and the :class:`Doc` with its sources."""
+    from qrlib.freshness import profile_status
+
     d = Doc(profile, Path(root or REPO_ROOT))
     if not d.tables_dir.exists():
         raise QrlibError(f"no tables for profile {profile!r} under {d.tables_dir}; run "
                          f"`python -m qrlib run params/{profile}.yaml` first")
+    prof_path = d.root / "params" / f"{profile}.yaml"
+    if prof_path.exists():
+        d.status = {s.notebook: s for s in profile_status(prof_path, d.root)}
     out = [_intro(d)]
     for name, fn in SECTIONS:
         try:
+            before = len(d.cited)
             text = fn(d)
+            if text and name not in ("timings", "gaps", "other tables"):
+                head, _, body = text.partition("\n\n")
+                line = _provenance(d, d.cited[before:])
+                text = f"{head}\n\n{line}\n{body}" if line else text
             if text:
                 out.append(text)
         except (QrlibError, KeyError, IndexError, ValueError) as exc:
@@ -691,7 +768,9 @@ def write_results(profile: str = "cpu", *, root: Path | None = None,
                   path: Path | None = None) -> Path:
     """Write RESULTS.md (``<root>/RESULTS.md`` unless ``path``)."""
     root = Path(root or REPO_ROOT)
-    text, _ = render(profile, root=root)
+    text, d = render(profile, root=root)
+    if (path is None or Path(path).resolve() == (root / "RESULTS.md").resolve()) and d.status:
+        write_readme_timing(d, root)
     return atomic_write(path or root / "RESULTS.md", text)
 
 
@@ -704,9 +783,12 @@ def results_main(profile: str, output: str | None = None, *, check: bool = False
     timing_table(profile, root=root)
     target = Path(output) if output else root / "RESULTS.md"
     if check:
-        text, _ = render(profile, root=root)
+        text, d = render(profile, root=root)
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             raise QrlibError(f"{target} is not what `python -m qrlib results --profile {profile}` "
+                             "writes; regenerate it")
+        if d.status and not write_readme_timing(d, root, check=True):
+            raise QrlibError("README.md's timing block is not what `python -m qrlib results` "
                              "writes; regenerate it")
         print(f"{target} is up to date")
         return 0

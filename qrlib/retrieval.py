@@ -153,7 +153,7 @@ class EmbeddingStore:
         return out, missing
 
     def add(self, texts: Sequence[str], emb: np.ndarray) -> Path:
-        from qrlib.workbook import atomic_path
+        from qrlib.core.io import atomic_path
 
         keys = np.array([self.key(t) for t in texts], dtype="S20")
         name = hashlib.sha1(keys.tobytes()).hexdigest()[:16]
@@ -258,7 +258,7 @@ class BM25Retriever:
 
         cache_path = None
         if cache:
-            from qrlib.workbook import cache_dir
+            from qrlib.core.io import cache_dir
 
             key = hashlib.sha256(repr((self.fingerprint, self.k1, self.b, self.method,
                                        self.tokenizer.config())).encode()).hexdigest()[:20]
@@ -289,7 +289,7 @@ class BM25Retriever:
             cache_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix=f".{cache_path.name}.", dir=cache_path.parent)
             try:
-                from qrlib.workbook import current_umask
+                from qrlib.core.io import current_umask
 
                 os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700
                 self._model.save(tmp)
@@ -411,7 +411,7 @@ def encoder_fingerprint(model: str = "minilm", encoder: Any = None) -> str:
     tokenizer and config files (its local folder or HF cache snapshot), else of its loaded
     tensors. File hashes are remembered per (path, size, mtime) under the cache, so a model
     folder is read once, not on every load."""
-    from qrlib.workbook import atomic_write, cache_dir
+    from qrlib.core.io import atomic_write, cache_dir
 
     _, src = resolve_model(model)
     folder = _local_model_folder(src)
@@ -525,7 +525,7 @@ class DenseRetriever:
         if cache is False:
             self.loaded_from_cache = False
             return self.encode(docs, show_progress=self.show_progress)
-        from qrlib.workbook import cache_dir as shared_cache
+        from qrlib.core.io import cache_dir as shared_cache
 
         root = Path(cache) if cache not in (None, True) else shared_cache()
         msl = getattr(self.encoder, "max_seq_length", None)

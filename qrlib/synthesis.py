@@ -88,7 +88,7 @@ def save_synthesis(folder: str | os.PathLike, attempts: Sequence[Mapping[str, An
     ``qrels/train.tsv`` (query -> source document, relevance 1). Each file is written
     atomically; the manifest goes last, so a crash never leaves a set that looks reusable.
     """
-    from qrlib.workbook import atomic_write, save_json
+    from qrlib.core.io import atomic_write, save_json
 
     folder = Path(folder)
     keep = [a for a in attempts if a.get("usable")]

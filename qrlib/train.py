@@ -311,7 +311,7 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
                     kept.append(line)
             except (ValueError, AttributeError):
                 continue
-        from qrlib.workbook import atomic_write
+        from qrlib.core.io import atomic_write
 
         atomic_write(p, "".join(k + "\n" for k in kept))
 
@@ -361,7 +361,7 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
         cols = list(self.COLUMNS)
         for r in [*old_rows, row]:
             cols += [k for k in r if k not in cols]
-        from qrlib.workbook import atomic_path
+        from qrlib.core.io import atomic_path
 
         with atomic_path(self.path) as tmp, open(tmp, "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=cols)
@@ -625,7 +625,7 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
     ``python -m qrlib.train`` or notebook on the same ``run_dir``/``name``) stops with a
     one-line error naming the PID holding ``<run_dir>/rl/.locks/<name>/run.lock``; the lock
     of a killed trainer is taken over."""
-    from qrlib.workbook import run_lock
+    from qrlib.core.lock import run_lock
 
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
@@ -658,7 +658,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     from qrlib.policy import load_policy
     from qrlib.prompts import as_template
     from qrlib.rows import check_rows
-    from qrlib.workbook import save_json
+    from qrlib.core.io import save_json
 
     if isinstance(cfg, dict):
         cfg = load_config(cfg)

@@ -19,12 +19,13 @@ expected, ``"false"`` for a boolean; ``null`` is always accepted, an integer whe
 is expected too). The runner always injects ``profile``, ``run_dir``, ``figures_dir``,
 ``tables_dir`` and ``cache_dir`` where a notebook declares them; a profile may not set them.
 
-``--resume`` skips a notebook only when its fingerprint is unchanged: its parameters and
-source, the fingerprints of every earlier notebook of the run (whose artifacts it may
-read), the data folders it can read (file sizes and modification times) and the qrlib
-source. One ``qrlib run`` at a time may use a run folder (``runs/<name>/run.lock`` holds
-the PID); the executed copy of a notebook is ``INCOMPLETE-NN_name.ipynb`` until it has run
-to the end.
+``--stale`` (alias ``--resume``) runs only the notebooks that ``python -m qrlib status``
+calls stale or never run (:mod:`qrlib.freshness`: source, profile section, imported qrlib
+files, dataset folders read, declared upstream notebooks). One ``qrlib run`` at a time may
+use a run folder (``runs/<name>/run.lock`` holds the PID); the executed copy of a notebook
+is ``INCOMPLETE-NN_name.ipynb`` until it has run to the end. Injected paths are relative
+to ``notebooks/`` (the kernel's working directory), so executed notebooks hold no absolute
+path of the machine that ran them.
 """
 from __future__ import annotations
 
@@ -34,18 +35,18 @@ import copy
 import hashlib
 import json
 import os
-import socket
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from qrlib.core.io import (REPO_ROOT, atomic_path, atomic_write, cache_dir,  # noqa: F401
+                           current_umask, load_json, read_table, save_json, save_table)
+from qrlib.core.lock import LOCK_NAME, run_lock  # noqa: F401
 from qrlib.errors import QrlibError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 NOTEBOOK_SRC_DIR = NOTEBOOK_DIR / "src"
 PROFILE_KEYS = {"name", "description", "extends", "globals", "notebooks"}
@@ -53,17 +54,6 @@ INJECTED = ("profile", "run_dir", "figures_dir", "tables_dir", "cache_dir")
 
 
 # --------------------------------------------------------------------------- paths
-def cache_dir() -> Path:
-    """Shared cache for embeddings, indexes and dequantised models.
-
-    ``$QRLIB_CACHE`` if set, else ``<repo>/.cache/qrlib``. Shared across runs on purpose:
-    encoding SciFact's corpus once is enough.
-    """
-    path = Path(os.environ.get("QRLIB_CACHE", REPO_ROOT / ".cache" / "qrlib"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def run_paths(name: str, root: Path | None = None) -> dict[str, Path]:
     """The folders a run writes to: runs/<name>, figures/<name>, tables/<name>."""
     root = Path(root or REPO_ROOT)
@@ -72,85 +62,6 @@ def run_paths(name: str, root: Path | None = None) -> dict[str, Path]:
         "figures_dir": root / "figures" / name,
         "tables_dir": root / "tables" / name,
     }
-
-
-# --------------------------------------------------------------------------- atomic I/O
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
-
-    Nothing half-written is ever left at ``path``: a crash leaves the old file (or none).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~current_umask())  # mkstemp makes 0600; artifacts are shared
-    try:
-        yield tmp_path
-        os.replace(tmp_path, path)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-
-
-_UMASK_LOCK = threading.Lock()
-
-
-def current_umask() -> int:
-    """The process umask (read from /proc where possible, so no thread sees umask 0)."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    with _UMASK_LOCK:
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write text or bytes to ``path`` atomically and return the path."""
-    with atomic_path(path) as tmp:
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data, encoding="utf-8")
-    return Path(path)
-
-
-def save_json(obj: Any, path: str | os.PathLike) -> Path:
-    """Atomically write ``obj`` as indented JSON (numpy scalars converted)."""
-    return atomic_write(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
-
-
-def load_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):
-        return o.item()
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def save_table(df: Any, name: str, tables_dir: str | os.PathLike, *, caption: str = "",
-               index: bool = False, floatfmt: str = ".4f") -> dict[str, Path]:
-    """Save a DataFrame as ``<name>.csv`` and ``<name>.md`` (with caption) atomically."""
-    tables_dir = Path(tables_dir)
-    csv_path = tables_dir / f"{name}.csv"
-    md_path = tables_dir / f"{name}.md"
-    atomic_write(csv_path, df.to_csv(index=index))
-    md = df.to_markdown(index=index, floatfmt=floatfmt)
-    if caption:
-        md = f"{md}\n\n{caption}"
-    atomic_write(md_path, md + "\n")
-    return {"csv": csv_path, "md": md_path}
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -381,33 +292,23 @@ def validate_profile(profile: dict[str, Any], *, source: str = "profile") -> Non
                     raise _type_error(f"{source}: globals", key, value, expected, default, nb)
 
 
+def _rel(path: Path | str) -> str:
+    """``path`` relative to the notebooks folder (the kernel's working directory), so no
+    executed notebook or stamp holds an absolute path of the machine that ran it."""
+    return os.path.relpath(Path(path).resolve(), NOTEBOOK_DIR.resolve())
+
+
 def parameters_for(profile: dict[str, Any], name: str, declared: Mapping[str, Any],
                    root: Path | None = None) -> dict[str, Any]:
-    """The parameters papermill injects into notebook ``name``."""
+    """The parameters papermill injects into notebook ``name`` (paths relative to
+    ``notebooks/``, the kernel's working directory)."""
     paths = run_paths(profile["name"], root)
-    injected = {"profile": profile["name"], "cache_dir": str(cache_dir()),
-                **{k: str(v) for k, v in paths.items()}}
+    injected = {"profile": profile["name"], "cache_dir": _rel(cache_dir()),
+                **{k: _rel(v) for k, v in paths.items()}}
     params = {k: v for k, v in injected.items() if k in declared}
     params.update({k: v for k, v in profile["globals"].items() if k in declared})
     params.update(profile["notebooks"].get(name, {}))
     return params
-
-
-def params_hash(params: Mapping[str, Any], name: str) -> str:
-    """Fingerprint of a notebook's source and parameters (one part of its fingerprint)."""
-    src = (NOTEBOOK_DIR / f"{name}.ipynb").read_bytes()
-    blob = json.dumps(params, sort_keys=True, default=str).encode() + src
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
-def qrlib_source_hash() -> str:
-    """sha256 over every file of the qrlib package (code, prompts, published numbers)."""
-    pkg = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for f in sorted(pkg.rglob("*")):
-        if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"):
-            h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\1")
-    return h.hexdigest()[:16]
 
 
 def data_roots(data_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -429,159 +330,6 @@ def data_roots(data_dir: str | os.PathLike | None = None) -> list[Path]:
         if c.is_dir() and c.resolve() not in out:
             out.append(c.resolve())
     return out
-
-
-def data_fingerprint(roots: list[Path]) -> str:
-    """Hash of the path, size and modification time of every file under ``roots``."""
-    h = hashlib.sha256()
-    for root in roots:
-        h.update(str(root).encode() + b"\0")
-        for dirpath, dirnames, files in os.walk(root):
-            dirnames.sort()
-            for f in sorted(files):
-                full = os.path.join(dirpath, f)
-                with contextlib.suppress(OSError):
-                    st = os.stat(full)
-                    h.update(f"{os.path.relpath(full, root)}\0{st.st_size}\0"
-                             f"{st.st_mtime_ns}\1".encode())
-    return h.hexdigest()[:16]
-
-
-def notebook_inputs(name: str, params: Mapping[str, Any], declared: Mapping[str, Any],
-                    run_dir: Path, *, data_cache: dict[tuple, str] | None = None
-                    ) -> dict[str, Any]:
-    """What notebook ``name``'s results depend on, each part fingerprinted.
-
-    ``params``: its parameters and source; ``upstream``: the fingerprint recorded in the
-    completion marker of every earlier notebook of the run (``None``: not complete), since a
-    notebook may read any earlier notebook's artifacts; ``data``: the data folders it can
-    read; ``qrlib``: the library source.
-    """
-    data_dir = params.get("data_dir", _default_value(declared.get("data_dir")))
-    roots = data_roots(data_dir if isinstance(data_dir, (str, os.PathLike)) else None)
-    key = tuple(roots)
-    cache = data_cache if data_cache is not None else {}
-    if key not in cache:
-        cache[key] = data_fingerprint(roots)
-    upstream = {}
-    for prev in notebook_names():
-        if prev >= name:
-            break
-        marker = run_dir / "done" / f"{prev}.json"
-        try:
-            upstream[prev] = load_json(marker).get("hash") if marker.exists() else None
-        except (OSError, ValueError):
-            upstream[prev] = None
-    return {"params": params_hash(params, name), "upstream": upstream,
-            "data": cache[key], "data_roots": [str(r) for r in roots],
-            "qrlib": qrlib_source_hash()}
-
-
-def fingerprint_of(inputs: Mapping[str, Any]) -> str:
-    """One fingerprint over :func:`notebook_inputs` (the completion marker's ``hash``)."""
-    parts = {k: inputs[k] for k in ("params", "upstream", "data", "qrlib")}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    """Why a notebook's completion marker no longer matches, in a few words."""
-    prev = old.get("inputs") or {}
-    if not prev:
-        return "it was completed by an older qrlib that recorded no inputs"
-    why = []
-    if prev.get("params") != new["params"]:
-        why.append("parameters or notebook source changed")
-    ups = [n for n, h in new["upstream"].items() if (prev.get("upstream") or {}).get(n) != h]
-    if ups:
-        why.append(f"earlier notebook{'s' if len(ups) > 1 else ''} {', '.join(ups)} changed")
-    if prev.get("data") != new["data"]:
-        why.append("data files changed")
-    if prev.get("qrlib") != new["qrlib"]:
-        why.append("qrlib source changed")
-    return "; ".join(why) or "fingerprint changed"
-
-
-# --------------------------------------------------------------------------- run lock
-LOCK_NAME = "run.lock"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def _lock_holder(path: Path) -> dict[str, Any]:
-    try:
-        info = json.loads(path.read_text(encoding="utf-8") or "{}")
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-@contextlib.contextmanager
-def run_lock(run_dir: str | os.PathLike, what: str = "qrlib run") -> Iterator[Path]:
-    """Hold ``run_dir/run.lock`` (an flock'ed file naming this PID) while a run uses
-    ``run_dir``; a second holder gets a one-line :class:`QrlibError` naming the first.
-
-    The kernel drops the flock when its holder dies, so the lock file of a killed run is
-    taken over (with a note naming the dead PID).
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        fcntl = None
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK_NAME
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~current_umask())
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            else:  # pragma: no cover
-                old = _lock_holder(path).get("pid")
-                if old and old != os.getpid() and _pid_alive(int(old)):
-                    raise BlockingIOError
-        except BlockingIOError:
-            os.close(fd)
-            h = _lock_holder(path)
-            who = f"PID {h['pid']}" if h.get("pid") else "another process"
-            if h.get("host") and h.get("host") != socket.gethostname():
-                who += f" on {h['host']}"
-            since = f" since {h['started']}" if h.get("started") else ""
-            raise QrlibError(f"run folder {run_dir} is in use by {who} (`{what}`{since}; "
-                             f"lock file {path}); wait for it to finish or stop it, then "
-                             "run again") from None
-        # the file may have been removed and re-created by a holder that just finished
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    old = _lock_holder(path)
-    if old.get("pid") and old.get("pid") != os.getpid():
-        state = "no longer running" if not _pid_alive(int(old["pid"])) else "not holding it"
-        print(f"[qrlib] took over the stale lock {path} of PID {old['pid']} ({state})",
-              flush=True)
-    info = {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "argv": sys.argv}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-    try:
-        yield path
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- runner
@@ -624,58 +372,121 @@ def _failed_cell(exc: Exception) -> str:
     return f"{where} raised {name}: {value}"
 
 
+def select_notebooks(names: list[str], only: list[str] | None) -> list[str]:
+    """The notebooks ``--only`` names (number or full name), in run order."""
+    if not only:
+        return names
+    wanted = []
+    for token in only:
+        match = [n for n in names if n == token or n.split("_", 1)[0] == token.zfill(2)]
+        if not match:
+            raise QrlibError(f"--only {token!r} matches no notebook; accepted: {names}")
+        wanted += match
+    return [n for n in names if n in wanted]
+
+
+def stale_selection(profile_path: str | os.PathLike, root: Path) -> list[str]:
+    """Notebooks to run for ``--stale``: every stale or never-run notebook, plus each fresh
+    notebook whose artifacts a selected one reads but this machine's run folder lacks."""
+    from qrlib import freshness
+
+    profile = load_profile(profile_path)
+    status = {s.notebook: s for s in freshness.profile_status(profile_path, root)}
+    chosen = {n for n, s in status.items() if s.state != "fresh"}
+    done_dir = run_paths(profile["name"], root)["run_dir"] / "done"
+    todo = sorted(chosen)
+    while todo:
+        for up in freshness.declared_reads(todo.pop(), root):
+            if up not in chosen and not (done_dir / f"{up}.json").exists():
+                chosen.add(up)
+                todo.append(up)
+    return [n for n in notebook_names() if n in chosen]
+
+
+def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> list[str]:
+    """Uncommitted files among what a notebook depends on (its source, its qrlib modules,
+    the profile files); [] outside a git work tree."""
+    from qrlib import freshness
+
+    files = [*inputs["source"], *inputs["modules"]]
+    chain, path = [], profile_path.resolve()
+    while path.exists():
+        chain.append(os.path.relpath(path, root))
+        ext = (_read_yaml(path) or {}).get("extends")
+        if not isinstance(ext, str) or path.parent / ext in map(Path, chain):
+            break
+        path = (path.parent / ext).resolve()
+    return sorted(freshness._uncommitted(files + chain, root))
+
+
 def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = None,
-                resume: bool = False, root: Path | None = None, kernel: str = "python3",
+                resume: bool = False, stale: bool = False, allow_dirty: bool = False,
+                root: Path | None = None, kernel: str = "python3",
                 log_output: bool = False) -> list[dict[str, Any]]:
     """Execute the notebooks in order with papermill, injecting the profile's parameters.
 
     Executed notebooks go to ``runs/<name>/notebooks/`` (named ``INCOMPLETE-NN_name.ipynb``,
-    behind a first cell saying so, until the notebook has run to its end); a completion
-    marker with the notebook's fingerprint (see :func:`notebook_inputs`) goes to
-    ``runs/<name>/done/``; wall time and peak memory of each notebook are appended to
-    ``runs/<name>/timings.csv``. The run holds ``runs/<name>/run.lock`` throughout.
+    behind a first cell saying so, until the notebook has run to its end). After each
+    notebook the runner checks its read log against its declared reads
+    (:mod:`qrlib.freshness`), stamps its tables and figure captions with the commit and its
+    fingerprint, and records its inputs, wall time and peak memory in
+    ``tables/<name>/manifest.json``. ``stale`` (or ``resume``) runs only what
+    ``qrlib status`` calls stale or never run. A published profile refuses to run a
+    notebook whose inputs have uncommitted changes unless ``allow_dirty``.
     """
     import papermill as pm
 
+    from qrlib import freshness
+    from qrlib.core import readlog
+    from qrlib.publish import PUBLISHED_PROFILES, commit_info, stamp_outputs
+
+    root = Path(root or REPO_ROOT)
+    profile_path = Path(profile_path)
+    if not profile_path.exists() and (root / "params" / f"{profile_path}.yaml").exists():
+        profile_path = root / "params" / f"{profile_path}.yaml"
     profile = load_profile(profile_path)
-    names = notebook_names()
-    if only:
-        wanted = []
-        for token in only:
-            match = [n for n in names if n == token or n.split("_", 1)[0] == token.zfill(2)]
-            if not match:
-                raise QrlibError(f"--only {token!r} matches no notebook; accepted: {names}")
-            wanted += match
-        names = [n for n in names if n in wanted]
+    names = select_notebooks(notebook_names(), only)
+    pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
+    published = profile["name"] in PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1"
     with run_lock(run_dir):
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
         save_json(profile, run_dir / "profile.json")
         rows: list[dict[str, Any]] = []
-        data_cache: dict[tuple, str] = {}
         for name in names:
+            if name not in pick:
+                print(f"[qrlib] {name}: fresh, skipped", flush=True)
+                rows.append({"notebook": name, "status": "skipped"})
+                continue
             declared = notebook_parameters(name)
             params = parameters_for(profile, name, declared, root)
-            inputs = notebook_inputs(name, params, declared, run_dir, data_cache=data_cache)
-            fingerprint = fingerprint_of(inputs)
+            static = freshness.static_inputs(name, params, root)
+            dirty = _dirty_inputs(profile_path, static, root)
+            if dirty and published and not allow_dirty:
+                raise QrlibError(
+                    f"{name}: refusing to publish into tables/{profile['name']} from a tree with "
+                    f"uncommitted changes to what it depends on ({', '.join(dirty[:5])}"
+                    f"{', ...' if len(dirty) > 5 else ''}); commit them or pass --allow-dirty")
             marker = run_dir / "done" / f"{name}.json"
-            if resume and marker.exists():
-                done = load_json(marker)
-                if done.get("hash") == fingerprint:
-                    print(f"[qrlib] {name}: complete, skipped (--resume)", flush=True)
-                    rows.append({**done, "notebook": name, "status": "skipped"})
-                    continue
-                print(f"[qrlib] {name}: runs again: {_changed(done, inputs)}", flush=True)
             marker.unlink(missing_ok=True)
             out_nb = run_dir / "notebooks" / f"{name}.ipynb"
             partial_nb = out_nb.with_name(f"INCOMPLETE-{out_nb.name}")
             out_nb.parent.mkdir(parents=True, exist_ok=True)
             out_nb.unlink(missing_ok=True)  # an older complete copy no longer matches
+            log = run_dir / "reads" / f"{name}.log"
+            log.unlink(missing_ok=True)
+            watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
+                     (root / "params").resolve()]
             print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
             start = time.perf_counter()
+            started = time.time()
             status, error = "ok", ""
+            env = {"QRLIB_READ_LOG": str(log.resolve()),
+                   "QRLIB_READ_WATCH": os.pathsep.join(map(str, watch))}
+            old_env = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
             with _PeakMemory() as mem:
                 try:
                     executed = pm.execute_notebook(
@@ -687,19 +498,45 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
                     reason = " ".join(str(exc).split())[:200] or "no message"
                     status, error = "failed", f"the kernel failed ({type(exc).__name__}: {reason})"
+                finally:
+                    for k, v in old_env.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
             wall = time.perf_counter() - start
             row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
-                   "peak_rss_mb": round(mem.peak / 2**20), "hash": fingerprint,
+                   "peak_rss_mb": round(mem.peak / 2**20),
                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            if status == "ok":
+                try:
+                    reads = classify_reads(name, readlog.read_log(log), run_dir, watch, root)
+                except QrlibError as exc:
+                    status, error = "failed", str(exc)
+                    row["status"] = status
             _append_timing(run_dir / "timings.csv", row)
             rows.append(row)
             if status != "ok":
                 _print_summary(rows)
                 raise QrlibError(f"notebook {name} failed: {error} (executed copy: "
                                  f"{partial_nb})")
+            manifest = freshness.load_manifest(profile["name"], root)
+            inputs = {**static, "data": freshness.data_inputs(reads["data"], root),
+                      "upstream": {u: (manifest.get(u) or {}).get("fingerprint")
+                                   for u in freshness.declared_reads(name, root)}}
+            info = {**commit_info(root), "dirty": bool(dirty)}
+            fp = freshness.fingerprint(inputs)
+            row["fingerprint"] = fp
+            outputs = stamp_outputs(name, profile["name"], paths, since=started, info=info,
+                                    fingerprint=fp, root=root)
             _save_complete(executed, out_nb, NOTEBOOK_DIR / f"{name}.ipynb")
             partial_nb.unlink(missing_ok=True)
-            save_json({**row, "inputs": inputs}, marker)
+            entry = {"fingerprint": fp, "commit": info["commit"], "dirty": info["dirty"],
+                     "allow_dirty": bool(dirty and allow_dirty), "wall_s": row["wall_s"],
+                     "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
+                     "outputs": outputs, "inputs": inputs}
+            freshness.save_manifest_entry(profile["name"], name, entry, root)
+            save_json({**row, "hash": fp}, marker)
         _print_summary(rows)
         from qrlib.publish import after_run  # timing table; cpu: executed notebooks + RESULTS.md
 
@@ -707,7 +544,71 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     return rows
 
 
+RUNNER_FILES = ("done", "notebooks", "reads", "timings.csv", "profile.json", LOCK_NAME)
+SHARED_DIRS = ("rl", "records")  # one sub-folder or file per notebook or training run
+
+
+def _artifact_key(rel: Path) -> tuple[str, ...]:
+    """What one notebook owns under the run folder: ``rl/<run>``, ``records/<file>``, or
+    the top-level file or folder."""
+    return tuple(rel.parts[:2] if rel.parts and rel.parts[0] in SHARED_DIRS else rel.parts[:1])
+
+
+def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
+                   watch: list[Path], root: Path) -> dict[str, list[str]]:
+    """Sort a notebook's read log into dataset folders, profile files and artifacts.
+
+    A file under the run folder that an earlier notebook wrote (per its read log) is that
+    notebook's artifact, and reading it is an error unless the source header declares it
+    (``jupyter: qrlib: reads``). Returns ``{"data": [...], "artifacts": [...]}`` with
+    repository-relative dataset folders and profile files.
+    """
+    from qrlib import freshness
+    from qrlib.core import readlog
+
+    run_dir = run_dir.resolve()
+    producers: dict[str, str] = {}
+    for other in sorted((run_dir / "reads").glob("*.log")):
+        if other.stem < name:
+            for mode, p in readlog.read_log(other):
+                if mode == "w":
+                    producers[p] = other.stem
+    by_key = {_artifact_key(Path(q).relative_to(run_dir)): n for q, n in producers.items()
+              if Path(q).is_relative_to(run_dir)}
+    own = {p for mode, p in log if mode == "w"}
+    declared = set(freshness.declared_reads(name, root))
+    data: set[str] = set()
+    artifacts: set[str] = set()
+    params_dir = (root / "params").resolve()
+    for mode, p in log:
+        path = Path(p)
+        if mode != "r" or p in own:
+            continue
+        if path.is_relative_to(run_dir):
+            rel = path.relative_to(run_dir)
+            if rel.parts and rel.parts[0] in RUNNER_FILES:
+                continue
+            producer = producers.get(p) or by_key.get(_artifact_key(rel))
+            if producer is None or producer == name:
+                continue  # left by an older run of this notebook, or not an artifact
+            if producer not in declared:
+                raise QrlibError(
+                    f"{name} read {rel}, an artifact of {producer}, but its source header does "
+                    f"not declare it; add {producer} to `jupyter: qrlib: reads` in "
+                    f"notebooks/src/{name}.py")
+            artifacts.add(str(rel))
+        elif path.is_relative_to(params_dir):
+            data.add(os.path.relpath(path, root))
+        else:
+            for w in watch:
+                if path.is_relative_to(w) and w != run_dir and len(path.relative_to(w).parts) > 1:
+                    data.add(os.path.relpath(w / path.relative_to(w).parts[0], root))
+                    break
+    return {"data": sorted(data), "artifacts": sorted(artifacts)}
+
+
 INCOMPLETE_CELL_ID = "qrlib-incomplete"
+READLOG_CELL_ID = "qrlib-read-log"
 
 
 def _with_incomplete_banner(path: Path) -> Any:
@@ -726,7 +627,11 @@ def _with_incomplete_banner(path: Path) -> Any:
         "`python -m qrlib run` again.")
     cell.id = INCOMPLETE_CELL_ID
     cell.metadata["qrlib"] = "incomplete-banner"
-    nb.cells.insert(0, cell)
+    hook = nbformat.v4.new_code_cell("import qrlib.core.readlog\nqrlib.core.readlog.start()")
+    hook.id = READLOG_CELL_ID
+    hook.metadata["qrlib"] = "read-log"
+    hook.metadata["tags"] = ["qrlib-read-log"]
+    nb.cells[:0] = [cell, hook]
     nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": False}
     return nb
 
@@ -737,9 +642,9 @@ def _save_complete(nb: Any, path: Path, source: Path) -> None:
 
     pm_meta = nb.metadata.get("papermill", {})
     if "input_path" in pm_meta:  # papermill recorded the bannered notebook object itself
-        pm_meta["input_path"], pm_meta["output_path"] = str(source), str(path)
-    nb.cells = [c for c in nb.cells if c.get("id") != INCOMPLETE_CELL_ID
-                and c.get("metadata", {}).get("qrlib") != "incomplete-banner"]
+        pm_meta["input_path"], pm_meta["output_path"] = _rel(source), _rel(path)
+    nb.cells = [c for c in nb.cells if c.get("id") not in (INCOMPLETE_CELL_ID, READLOG_CELL_ID)
+                and c.get("metadata", {}).get("qrlib") not in ("incomplete-banner", "read-log")]
     nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": True}
     atomic_write(path, nbformat.writes(nb))
 

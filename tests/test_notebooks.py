@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from qrlib import workbook as wb
+from qrlib.core.io import read_table
 
 pytestmark = pytest.mark.notebooks
 
@@ -189,7 +190,7 @@ def test_08_best_of_n_curves_sage_and_rlqr_rows(rec, smoke_run):
     assert r["bon.nfcorpus.bm25.raw"] == pytest.approx(0.6804, abs=0.005)
     assert r["sage.nfcorpus.raw query.ndcg10"] == pytest.approx(0.5634, abs=0.01)
     assert r["rlqr.scifact.bm25.raw query.ndcg3"] == pytest.approx(0.9413, abs=0.005)
-    bon = pd.read_csv(paths["tables_dir"] / "08_best_of_n.csv")
+    bon = read_table(paths["tables_dir"] / "08_best_of_n.csv")
     assert set(bon.family) == {"SAGE strategies", "DMQR-RAG", "generic"}
     for _, g in bon.groupby(["dataset", "retriever", "family"]):
         curve = g.sort_values("N")["best-of-N nDCG@10"].tolist()

@@ -57,14 +57,30 @@ def test_number_scanner_skips_names_and_references(snippet, expected):
     assert [n.text for n in results.numbers_in(snippet)] == expected
 
 
-def test_readme_states_the_measured_reproduce_time():
-    """One stated time for `make reproduce`, within 10 % of the run's timings."""
+def test_readme_states_the_fresh_notebooks_time_and_names_the_stale_ones():
+    """The README's time is the sum of the fresh notebooks' own wall times (each from its
+    own run), its peak memory theirs, and every other notebook is named as stale."""
+    from qrlib.core.io import read_table
+    from qrlib.freshness import profile_status
+
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    total_min = pd.read_csv(REPO_ROOT / "tables" / PROFILE / "run_timings.csv")["wall_s"].sum() / 60
-    stated = [float(m) for m in re.findall(r"make reproduce[^\n]*?(\d+(?:\.\d+)?) min", readme)]
-    assert stated, "README names no time for `make reproduce`"
-    for s in stated:
-        assert abs(s - total_min) <= 0.1 * total_min, (s, total_min)
+    block = re.search(r"<!-- qrlib:timing -->\n(.*?)\n<!-- /qrlib:timing -->", readme, re.S)
+    assert block, "README has no timing block"
+    text = block.group(1)
+    status = {s.notebook: s.state for s in profile_status(REPO_ROOT / "params" / f"{PROFILE}.yaml")}
+    fresh = [n for n, st in status.items() if st == "fresh"]
+    t = read_table(REPO_ROOT / "tables" / PROFILE / "run_timings.csv")
+    t = t[t["notebook"].isin(fresh)]
+    assert len(t) == len(fresh)  # every fresh notebook has its own timing row
+    m = re.search(r"the \*\*(\d+) fresh notebooks\*\* of `make reproduce` took \*\*([\d.]+) min\*\*", text)
+    assert m, text
+    assert int(m.group(1)) == len(fresh)
+    assert abs(float(m.group(2)) - t["wall_s"].sum() / 60) < 0.051
+    peak = re.search(r"peak memory \*\*([\d.]+) GB\*\*", text)
+    assert peak and abs(float(peak.group(1)) - (t["peak_rss_mb"].max() if len(t) else 0) / 1024) < 0.051
+    stale = [n for n, st in status.items() if st != "fresh"]
+    for n in status:
+        assert (n in text.split("not counted:")[-1]) == (n in stale and "not counted" in text), n
     assert "30-40 min" not in readme and "about an hour" not in readme
 
 
@@ -137,9 +153,11 @@ def _fake_run(root, profile):
     nbdir = root / "runs" / profile / "notebooks"
     nbdir.mkdir(parents=True)
     nbformat.write(_executed_notebook(), nbdir / "01_toy.ipynb")
-    pd.DataFrame([{"notebook": "01_toy", "status": "ok", "wall_s": 12.5, "peak_rss_mb": 300,
-                   "hash": "h", "finished": "2025-01-01T00:00:00"}]).to_csv(
-        root / "runs" / profile / "timings.csv", index=False)
+    from qrlib.freshness import save_manifest_entry
+
+    save_manifest_entry(profile, "01_toy", {"wall_s": 12.5, "peak_rss_mb": 300, "commit": "abc",
+                                            "dirty": False, "fingerprint": "f00d",
+                                            "finished": "2025-01-01T00:00:00"}, root)
     save_table(pd.DataFrame({"a": [1]}), "01_toy", root / "tables" / profile)
 
 
@@ -151,6 +169,7 @@ def test_after_run_publishes_the_cpu_profile_with_a_header_and_an_index(tmp_path
     head = nb.cells[0].source
     assert "`cpu` profile" in head.replace("**", "") and "params/cpu.yaml" in head
     assert nb.metadata["qrlib"]["profile"] == "cpu" and nb.metadata["qrlib"]["wall_s"] == 12.5
+    assert "commit abc (clean tree), fingerprint f00d" in head
     assert out.stat().st_size < 200_000
     assert "01_toy" in (out.parent / "README.md").read_text()
     timings = pd.read_csv(tmp_path / "tables" / "cpu" / "run_timings.csv")

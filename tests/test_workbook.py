@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import textwrap
@@ -245,17 +246,25 @@ CHAIN_01 = textwrap.dedent('''\
     atomic_write(Path(run_dir) / "n.txt", str(n))
     ''')
 CHAIN_02 = textwrap.dedent('''\
+    # ---
+    # jupyter:
+    #   qrlib:
+    #     reads: [01_make]
+    # ---
+
     # %% tags=["parameters"]
     run_dir = "../runs/dev"
     tables_dir = "../tables/dev"
     data_dir = None
 
     # %%
+    import os
     from pathlib import Path
     import pandas as pd
-    from qrlib.workbook import save_table
+    from qrlib.core.io import save_table
     n = int((Path(run_dir) / "n.txt").read_text())
-    save_table(pd.DataFrame({"i": list(range(n))}), "chain", tables_dir)
+    extra = len((Path(os.environ["QRLIB_DATA"]) / "toyset" / "corpus.jsonl").read_text().splitlines())
+    save_table(pd.DataFrame({"i": list(range(n + extra))}), "02_chain", tables_dir)
     ''')
 
 
@@ -282,32 +291,57 @@ def _statuses(rows):
     return {r["notebook"]: r["status"] for r in rows}
 
 
-def test_resume_reruns_a_notebook_whose_upstream_data_or_code_changed(chain_repo, monkeypatch,
-                                                                       capsys):
+def _states(prof, root):
+    from qrlib.freshness import profile_status
+
+    return {s.notebook: (s.state, "; ".join(s.reasons)) for s in profile_status(prof, root)}
+
+
+def test_stale_reruns_a_notebook_whose_upstream_data_or_params_changed(chain_repo, capsys):
     prof = _profile(chain_repo, "name: chain\nnotebooks:\n  01_make: {n: 10}\n")
+    assert _states(prof, chain_repo) == {"01_make": ("never run", ""),
+                                         "02_use": ("never run", "")}
     assert _statuses(wb.run_profile(prof, root=chain_repo)) == {"01_make": "ok", "02_use": "ok"}
-    table = chain_repo / "tables" / "chain" / "chain.csv"
-    assert len(pd.read_csv(table)) == 10
-    assert _statuses(wb.run_profile(prof, root=chain_repo, resume=True)) == {
+    table = chain_repo / "tables" / "chain" / "02_chain.csv"
+    assert len(wb.read_table(table)) == 11
+    first = table.read_text().splitlines()[0]
+    assert first.startswith("# qrlib: 02_use, profile chain, commit ") and "fingerprint " in first
+    assert "# qrlib:" not in (chain_repo / "tables" / "chain" / "02_chain.md").read_text()
+    assert "`qrlib: 02_use, profile chain" in (chain_repo / "tables" / "chain" / "02_chain.md").read_text()
+    manifest = wb.load_json(chain_repo / "tables" / "chain" / "manifest.json")
+    assert manifest["02_use"]["inputs"]["data"] == {"mydata/toyset": manifest["02_use"]["inputs"]["data"]["mydata/toyset"]}
+    assert manifest["02_use"]["inputs"]["upstream"] == {"01_make": manifest["01_make"]["fingerprint"]}
+    assert "/tmp" not in json.dumps(manifest["02_use"]["inputs"]["params"])
+    assert _states(prof, chain_repo) == {"01_make": ("fresh", ""), "02_use": ("fresh", "")}
+    assert _statuses(wb.run_profile(prof, root=chain_repo, stale=True)) == {
         "01_make": "skipped", "02_use": "skipped"}
-    # 01 reruns with other parameters: 02 read 01's artifact, so it must not be skipped
+    # 01's section changes: 01 is stale, and 02, which declares reading 01, with it
     _profile(chain_repo, "name: chain\nnotebooks:\n  01_make: {n: 5}\n", "p.yaml")
-    capsys.readouterr()
-    assert _statuses(wb.run_profile(prof, root=chain_repo, resume=True)) == {
+    states = _states(prof, chain_repo)
+    assert states["01_make"] == ("stale", "parameter n changed")
+    assert states["02_use"] == ("stale", "reads 01_make, which is stale")
+    assert _statuses(wb.run_profile(prof, root=chain_repo, stale=True)) == {
         "01_make": "ok", "02_use": "ok"}
-    assert len(pd.read_csv(table)) == 5
-    assert "02_use: runs again: earlier notebook 01_make changed" in capsys.readouterr().out
-    # a data file changes (size and mtime): every notebook that can read it runs again
+    assert len(wb.read_table(table)) == 6
+    # a data file changes (content): only the notebook that read it is stale
     corpus = chain_repo / "mydata" / "toyset" / "corpus.jsonl"
     corpus.write_text(corpus.read_text() + '{"_id": "d2", "text": "y"}\n')
-    rows = wb.run_profile(prof, root=chain_repo, resume=True, only=["02"])
-    assert _statuses(rows) == {"02_use": "ok"}
-    assert "data files changed" in capsys.readouterr().out
-    # the qrlib source changes
-    monkeypatch.setattr(wb, "qrlib_source_hash", lambda: "another-version")
-    rows = wb.run_profile(prof, root=chain_repo, resume=True, only=["02"])
-    assert _statuses(rows) == {"02_use": "ok"}
-    assert "qrlib source changed" in capsys.readouterr().out
+    assert _states(prof, chain_repo) == {"01_make": ("fresh", ""),
+                                         "02_use": ("stale", "data mydata/toyset changed")}
+    assert _statuses(wb.run_profile(prof, root=chain_repo, stale=True)) == {
+        "01_make": "skipped", "02_use": "ok"}
+    assert len(wb.read_table(table)) == 7
+
+
+def test_reading_an_undeclared_artifact_fails_the_notebook(chain_repo):
+    src = chain_repo / "notebooks" / "src" / "02_use.py"
+    src.write_text("# %% tags" + src.read_text().split("# %% tags", 1)[1])  # header dropped
+    wb.build_notebooks()
+    prof = _profile(chain_repo, "name: chain\n")
+    with pytest.raises(QrlibError, match=r"02_use read n.txt, an artifact of 01_make, but its "
+                                         r"source header does not declare it"):
+        wb.run_profile(prof, root=chain_repo)
+    assert not (chain_repo / "tables" / "chain" / "manifest.json").read_text().count("02_use")
 
 
 # ----------------------------------------------------------------- incomplete copies, lock

@@ -55,7 +55,7 @@ from qrlib import plots
 from qrlib.data import load_dataset, load_spider
 from qrlib.errors import QrlibError
 from qrlib.record import Recorder
-from qrlib.workbook import save_json, save_table
+from qrlib.core.io import save_json, save_table
 
 plots.setup()
 record = Recorder(run_dir, "01_data_analysis")  # key numbers, read back by the smoke tests

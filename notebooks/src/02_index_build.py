@@ -89,7 +89,7 @@ from qrlib import published
 from qrlib.metrics import BASELINE_MEASURES, evaluate, label
 from qrlib.record import Recorder
 from qrlib.retrieval import build_retriever, run_queries
-from qrlib.workbook import cache_dir as shared_cache, save_json, save_table
+from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
 plots.setup()
 record = Recorder(run_dir, "02_index_build")  # key numbers, read back by the smoke tests

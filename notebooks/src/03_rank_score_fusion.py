@@ -61,7 +61,7 @@ from qrlib.decompose import heuristic_split, oracle_split
 from qrlib.metrics import evaluate
 from qrlib.record import Recorder
 from qrlib.retrieval import build_retriever
-from qrlib.workbook import save_json, save_table
+from qrlib.core.io import save_json, save_table
 
 plots.setup()
 record = Recorder(run_dir, "03_rank_score_fusion")  # key numbers, read back by the smoke tests

@@ -58,7 +58,7 @@ from qrlib import rewards as R
 from qrlib.data import load_dataset, subset
 from qrlib.env import RewardEnv
 from qrlib.retrieval import build_retriever
-from qrlib.workbook import save_json, save_table
+from qrlib.core.io import save_json, save_table
 
 plots.setup()
 run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)

@@ -84,7 +84,7 @@ from qrlib import data as qdata
 from qrlib import metrics, plots, policy, retrieval, rewards, rewrite
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, train
-from qrlib.workbook import save_json, save_table
+from qrlib.core.io import save_json, save_table
 
 plots.setup()
 torch.manual_seed(seed)
@@ -450,7 +450,7 @@ with pd.option_context("display.max_colwidth", 120):
 for (name, method), df in REWRITES.items():
     p = out_dir / "rewrites" / name / f"{method}.jsonl"
     p.parent.mkdir(parents=True, exist_ok=True)
-    from qrlib.workbook import atomic_write
+    from qrlib.core.io import atomic_write
 
     atomic_write(p, df.to_json(orient="records", lines=True))
 save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,

@@ -94,7 +94,7 @@ from qrlib.decompose import heuristic_split
 from qrlib.record import Recorder
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, sft_target, train
-from qrlib.workbook import save_json, save_table
+from qrlib.core.io import save_json, save_table
 
 plots.setup()
 torch.manual_seed(seed)

@@ -1,5 +1,7 @@
 # ---
 # jupyter:
+#   qrlib:
+#     reads: [06_acqo_stage1]  # earlier notebooks whose artifacts this one reads (qrlib.freshness)
 #   jupytext:
 #     text_representation:
 #       extension: .py
@@ -90,7 +92,7 @@ from qrlib.env import RewardEnv
 from qrlib.record import Recorder
 from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.train import load_config, train
-from qrlib.workbook import load_json, save_json, save_table
+from qrlib.core.io import load_json, save_json, save_table
 
 plots.setup()
 torch.manual_seed(seed)

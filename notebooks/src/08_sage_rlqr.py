@@ -108,7 +108,7 @@ from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.synthesis import PREFILL as SYN_PREFILL
 from qrlib.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
 from qrlib.train import load_config, train
-from qrlib.workbook import save_json, save_table
+from qrlib.core.io import save_json, save_table
 
 plots.setup()
 torch.manual_seed(seed)

@@ -1,5 +1,7 @@
 # ---
 # jupyter:
+#   qrlib:
+#     reads: [05_vanilla_rl, 06_acqo_stage1, 07_acqo_stage2, 08_sage_rlqr]  # earlier notebooks whose artifacts this one reads (qrlib.freshness)
 #   jupytext:
 #     text_representation:
 #       extension: .py
@@ -55,7 +57,7 @@ import torch
 
 from qrlib import data as qdata
 from qrlib import fusion, metrics, plots, policy, retrieval, rewrite
-from qrlib.workbook import load_json, save_table
+from qrlib.core.io import load_json, save_table
 
 plots.setup()
 if torch_threads:

@@ -83,7 +83,7 @@ from qrlib.errors import QrlibError
 from qrlib.metrics import evaluate
 from qrlib.record import Recorder
 from qrlib.retrieval import build_retriever, run_queries
-from qrlib.workbook import REPO_ROOT, cache_dir as shared_cache, save_json, save_table
+from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_json, save_table
 
 plots.setup()
 for d in (run_dir, figures_dir, tables_dir):

@@ -1,0 +1,110 @@
+"""Per-notebook freshness: the dependency rule on the real notebooks and the cpu profile."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from qrlib import freshness as F
+from qrlib import workbook as wb
+from qrlib.errors import QrlibError
+
+CPU = wb.REPO_ROOT / "params" / "cpu.yaml"
+
+
+def _importers(module: str) -> set[str]:
+    return {n for n in wb.notebook_names() if module in F.module_closure(F.source_path(n))}
+
+
+def test_module_closure_follows_imports_transitively_and_package_data():
+    closure = F.module_closure(F.source_path("09_bandit_selection"))
+    assert "qrlib/bandits.py" in closure
+    assert "qrlib/published/bandit.yaml" in closure          # package data of an import
+    assert "qrlib/prompts/sage.py" in closure                # pkgutil-imported submodule
+    assert "qrlib/workbook.py" not in closure                # the runner is not a result input
+    assert "qrlib/train.py" not in closure
+
+
+def test_editing_a_module_makes_exactly_its_importers_stale():
+    # 04 imports qrlib.bandits for the bandit paper's epsilon reading (its 'open readings'
+    # table), so it is stale with 09 when bandits.py changes; nothing else imports it
+    assert _importers("qrlib/bandits.py") == {"04_reward_shaping", "09_bandit_selection"}
+    assert _importers("qrlib/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
+                                            "08_sage_rlqr"}
+    assert _importers("qrlib/workbook.py") == set()
+    assert _importers("qrlib/publish.py") == set()
+
+
+def _fresh_manifest(profile):
+    """A manifest as if every notebook had just run at the working tree."""
+    manifest = {}
+    for n in wb.notebook_names():
+        params = wb.parameters_for(profile, n, wb.notebook_parameters(n))
+        inputs = {**F.static_inputs(n, params), "data": {},
+                  "upstream": {u: manifest[u]["fingerprint"] for u in F.declared_reads(n)}}
+        manifest[n] = {"inputs": inputs, "fingerprint": F.fingerprint(inputs), "commit": "x"}
+    return manifest
+
+
+def _stale(profile, manifest):
+    out: dict[str, F.Status] = {}
+    for n in wb.notebook_names():
+        params = wb.parameters_for(profile, n, wb.notebook_parameters(n))
+        out[n] = F.notebook_status(n, params, manifest, out)
+    return {n: s.reasons for n, s in out.items() if s.state != "fresh"}
+
+
+def test_a_profile_section_makes_its_notebook_and_declared_readers_stale():
+    profile = wb.load_profile(CPU)
+    manifest = _fresh_manifest(profile)
+    assert _stale(profile, manifest) == {}
+    changed = copy.deepcopy(profile)
+    changed["notebooks"].setdefault("05_vanilla_rl", {})["train_steps"] = 999
+    assert _stale(changed, manifest) == {
+        "05_vanilla_rl": ["parameter train_steps changed"],
+        "10_evaluation": ["reads 05_vanilla_rl, which is stale"]}
+    # a global reaches every notebook that declares it
+    changed = copy.deepcopy(profile)
+    changed["globals"]["seed"] = 12345
+    assert set(_stale(changed, manifest)) == {
+        n for n in wb.notebook_names() if "seed" in wb.notebook_parameters(n)} | {"10_evaluation"}
+
+
+def test_a_changed_module_is_named_in_the_reason(monkeypatch):
+    profile = wb.load_profile(CPU)
+    manifest = _fresh_manifest(profile)
+    real = F.file_hash
+    monkeypatch.setattr(F, "file_hash",
+                        lambda p: "edited" if p.name == "bandits.py" else real(p))
+    stale = _stale(profile, manifest)
+    assert set(stale) == {"04_reward_shaping", "09_bandit_selection"}
+    assert stale["09_bandit_selection"][0].startswith("qrlib/bandits.py changed")
+
+
+def test_declared_reads_must_name_earlier_notebooks(tmp_path):
+    src = tmp_path / "notebooks" / "src"
+    src.mkdir(parents=True)
+    (src / "01_a.py").write_text("# %%\n")
+    (src / "02_b.py").write_text("# ---\n# jupyter:\n#   qrlib:\n#     reads: [03_c]\n# ---\n")
+    with pytest.raises(QrlibError, match="02_b: declares reading '03_c', which is not an earlier"):
+        F.declared_reads("02_b", tmp_path)
+    (src / "02_b.py").write_text("# ---\n# jupyter:\n#   qrlib:\n#     reads: 01_a\n# ---\n")
+    with pytest.raises(QrlibError, match="must be a list of notebook names"):
+        F.declared_reads("02_b", tmp_path)
+
+
+def test_stamps_replace_older_stamps(tmp_path):
+    from qrlib.core.io import read_table, save_table
+    from qrlib.publish import _stamp_file
+
+    import pandas as pd
+
+    paths = save_table(pd.DataFrame({"a": [1, 2]}), "01_t", tmp_path, caption="cap")
+    for fp in ("aaa", "bbb"):
+        for p in paths.values():
+            _stamp_file(p, f"01_t, profile cpu, commit c (clean tree), fingerprint {fp}")
+    csv = paths["csv"].read_text()
+    assert csv.count("# qrlib:") == 1 and "fingerprint bbb" in csv
+    assert list(read_table(paths["csv"])["a"]) == [1, 2]
+    md = paths["md"].read_text()
+    assert md.count("`qrlib:") == 1 and "fingerprint bbb" in md and "cap" in md
