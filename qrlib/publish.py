@@ -20,7 +20,6 @@ repository untouched. Data, indexes and weights are never copied: only notebook 
 from __future__ import annotations
 
 import base64
-import copy
 import io
 import os
 import re
@@ -69,6 +68,8 @@ def stamp_text(name: str, profile: str, info: dict[str, Any], fingerprint: str) 
 
 
 def _stamp_file(path: Path, stamp: str) -> None:
+    if path.suffix not in (".csv", ".md") and not path.name.endswith(".caption.txt"):
+        return  # figures carry their stamp in the caption
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".csv":
         body = "".join(ln for ln in text.splitlines(keepends=True)
@@ -81,8 +82,6 @@ def _stamp_file(path: Path, stamp: str) -> None:
     elif path.name.endswith(".caption.txt"):
         body = re.sub(r" \[qrlib: [^\]]*\]$", "", text.rstrip("\n"))
         text = f"{body} [qrlib: {stamp}]\n"
-    else:
-        return
     atomic_write(path, text)
 
 
@@ -111,6 +110,7 @@ def stamp_outputs(name: str, profile: str, paths: dict[str, Path], *, since: flo
 
 
 # --------------------------------------------------------------------------- stripping
+
 def _shrink_png(b64: str, max_width: int) -> str:
     """Downscale a base64 PNG to ``max_width`` and re-encode it with a 256-colour palette
     (plots lose nothing visible; files shrink several-fold)."""
@@ -141,9 +141,24 @@ def _clean_stream(text: str, max_lines: int) -> str:
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH) -> Any:
-    """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk."""
-    nb = copy.deepcopy(nb)
+def relative_paths(text: str, root: Path) -> str:
+    """``text`` with the machine's absolute repository path written relative to the
+    repository (``/home/x/qrlib/runs/cpu`` -> ``runs/cpu``; its parent -> ``..``)."""
+    root = Path(root).resolve()
+    for abs_path, rel in ((str(root) + os.sep, ""), (str(root), "."),
+                          (str(root.parent) + os.sep, ".." + os.sep)):
+        text = text.replace(abs_path, rel)
+    return text
+
+
+def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH,
+                   root: Path | None = None) -> Any:
+    """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk, and absolute
+    paths under ``root`` (default: the repository) written relative to it."""
+    import nbformat
+
+    root = Path(root or REPO_ROOT)
+    nb = nbformat.reads(relative_paths(nbformat.writes(nb), root), as_version=4)
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
@@ -216,7 +231,7 @@ def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str
         entry = manifest.get(p.stem) or {**commit_info(root), "fingerprint": "unknown"}
         nb = nbformat.read(p, as_version=4)
         executed = time.strftime("%Y-%m-%d", time.localtime(p.stat().st_mtime))
-        nb = strip_notebook(nb, max_png_width=max_png_width)
+        nb = strip_notebook(nb, max_png_width=max_png_width, root=root)
         nb.cells = [c for c in nb.cells if c.get("id") != HEADER_ID]
         nb.cells.insert(0, header_cell(p.stem, profile, entry, executed))
         nb.metadata["qrlib"] = {"profile": profile, "commit": entry.get("commit"),

@@ -21,6 +21,7 @@ bf16 (that path exists but was never run in this project: no GPU was available).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import json
@@ -340,6 +341,9 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
         row["qids"] = ";".join(b["qids"] for b in batches if b.get("qids"))
         if "n" in row:
             row["rollouts"] = row.pop("n")
+        print(f"[qrlib.train] step {row['step']}: reward {row.get('reward') or 0:.3f}"
+              + (f", format-valid {row['format_valid']:.2f}" if "format_valid" in row else "")
+              + f", {row['step_seconds']:.1f} s", flush=True)
         for k, v in logs.items():
             if k.startswith(("rewards/", "clip_ratio/")) and k not in row:
                 row[k] = v
@@ -371,6 +375,38 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
 
 
 COMPLETE_MARKER = ".qrlib-complete"
+
+
+def _quiet_progress(trainer: Any) -> None:
+    """Drop transformers' per-step printers (HTML progress objects in notebooks, a log dict
+    per step otherwise); :class:`StepLogger` prints one line per step instead."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+    with contextlib.suppress(ImportError):
+        from transformers.utils.notebook import NotebookProgressCallback
+
+        trainer.remove_callback(NotebookProgressCallback)
+
+
+def log_scale(log: Any) -> dict[str, float]:
+    """The training scale a run actually reached, read from its per-step ``log.csv`` (not
+    from the requested settings): optimizer steps taken, distinct training queries seen,
+    rollouts scored and wall minutes of the steps."""
+    qids: set[str] = set()
+    for v in (log["qids"].dropna() if "qids" in log else []):
+        qids.update(q for q in str(v).split(";") if q and q != "nan")
+    rollouts = float(log["rollouts"].sum()) if "rollouts" in log else float("nan")
+    minutes = float(log["step_seconds"].sum()) / 60 if "step_seconds" in log else float("nan")
+    return {"steps": int(log["step"].nunique()) if "step" in log else 0,
+            "queries": len(qids), "rollouts": rollouts, "minutes": minutes}
+
+
+def fmt_scale(scale: dict[str, float]) -> str:
+    """``"12 steps, 24 queries, 192 rollouts, 3.1 min"`` from :func:`log_scale`."""
+    return (f"{scale['steps']} steps, {scale['queries']} queries, {scale['rollouts']:.0f} "
+            f"rollouts, {scale['minutes']:.1f} min")
 
 
 def _checkpoint_ok(ck: Path) -> tuple[bool, str]:
@@ -512,9 +548,11 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[
     args = SFTConfig(output_dir=str(cfg.output_dir / "sft"), max_steps=cfg.sft_steps,
                      learning_rate=cfg.sft_learning_rate, per_device_train_batch_size=4,
                      logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed,
-                     use_cpu=not _cuda(), bf16=_cuda(), completion_only_loss=True)
+                     use_cpu=not _cuda(), bf16=_cuda(), completion_only_loss=True,
+                     disable_tqdm=True)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(out),
                          processing_class=tok, peft_config=peft_config)
+    _quiet_progress(trainer)
     trainer.train()
     trainer.save_model(str(cfg.output_dir / "sft" / "adapter"))
     tok.save_pretrained(str(cfg.output_dir / "sft" / "adapter"))
@@ -629,8 +667,36 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
 
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
-    with run_lock(Path(cfg.run_dir) / "rl" / ".locks" / cfg.name, what="qrlib.train"):
+    with run_lock(Path(cfg.run_dir) / "rl" / ".locks" / cfg.name, what="qrlib.train"), \
+            _warnings_to(cfg.output_dir / "warnings.log"):
         return _train(cfg, env=env, rows=rows, queries=queries)
+
+
+@contextlib.contextmanager
+def _warnings_to(path: Path) -> Any:
+    """Send Python warnings and transformers/TRL log messages below ERROR to ``path``
+    while training, so executed notebooks show the step log, not kilobytes of warnings."""
+    import logging
+    import warnings
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    loggers = [logging.getLogger(n) for n in ("transformers", "trl", "peft", "accelerate")]
+    saved = [(lg, lg.handlers[:], lg.propagate) for lg in loggers]
+    with open(path, "a", encoding="utf-8") as fh, warnings.catch_warnings():
+        def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                 line: Any = None) -> None:
+            fh.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+        warnings.showwarning = show
+        for lg in loggers:
+            lg.handlers, lg.propagate = [handler], False
+        try:
+            yield path
+        finally:
+            for lg, handlers, propagate in saved:
+                lg.handlers, lg.propagate = handlers, propagate
+            handler.close()
 
 
 def _train(cfg: TrainConfig, *, env: Any = None,
@@ -724,6 +790,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     trainer = trainer_cls(model=model, reward_funcs=[reward], args=args, train_dataset=data,
                           processing_class=tok, peft_config=peft_config,
                           callbacks=[logger, _CheckpointMarker()])
+    _quiet_progress(trainer)
     trainer.qrlib_dynamic_sampling = cfg.dynamic_sampling
     trainer.qrlib_autocast = resolve_autocast(cfg)
     trainer.qrlib_refill = build_prompts(rows, tok, template, seed=cfg.seed + 1,
@@ -776,7 +843,7 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
         use_cpu=not cuda, bf16=cuda and dtype == "bfloat16",
         gradient_checkpointing=(cuda if cfg.gradient_checkpointing is None
                                 else cfg.gradient_checkpointing),
-        remove_unused_columns=False, disable_tqdm=False, dataloader_num_workers=0, **extra)
+        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0, **extra)
 
 
 def _trainer_class() -> type:

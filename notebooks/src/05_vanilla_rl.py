@@ -83,7 +83,7 @@ import torch
 from qrlib import data as qdata
 from qrlib import metrics, plots, policy, retrieval, rewards, rewrite
 from qrlib.env import RewardEnv
-from qrlib.train import load_config, train
+from qrlib.train import load_config, log_scale, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -286,12 +286,18 @@ axes[1].set(title="format-valid rate (running mean)", xlabel="GRPO step",
 axes[2].set(title="completion length (running mean)", xlabel="GRPO step", ylabel="tokens")
 fig.tight_layout()
 plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run (dataset-retriever-mode)")
-setting_05 = (f"{model}, {train_steps} steps x {prompts_per_step}x{num_generations} rollouts, "
-              f"{n_train_queries or 'all'} train claims")
+scale = {r: log_scale(lg) for r, lg in logs.groupby("run")}  # what was trained, from the logs
+setting_05 = (f"{model}, per run: {min(v['steps'] for v in scale.values())}-"
+              f"{max(v['steps'] for v in scale.values())} steps taken, "
+              f"{min(v['queries'] for v in scale.values())}-{max(v['queries'] for v in scale.values())} "
+              f"distinct train claims seen, {prompts_per_step}x{num_generations} rollouts/step")
 plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile, setting=setting_05,
                   caption=(f"GRPO training of {model} + LoRA r={lora_r}: reward nDCG@{reward_k}, "
-                           f"{prompts_per_step}x{num_generations} rollouts/step, {train_steps} steps "
-                           "(paper: Qwen2.5-3B, batch 64, PPO)"))
+                           f"{prompts_per_step}x{num_generations} rollouts/step; scale from the "
+                           "logs: " + "; ".join(f"{r} {v['steps']} steps, {v['queries']} claims, "
+                                                 f"{v['rollouts']:.0f} rollouts"
+                                                 for r, v in scale.items())
+                           + " (paper: Qwen2.5-3B, batch 64, PPO)"))
 # %% [markdown]
 # With one or two claims per step, the per-step reward mostly says how *easy* that step's
 # claims were. A fairer learning curve subtracts, for each step, the reward of the raw
@@ -399,10 +405,14 @@ results
 # %% [markdown]
 # ### Did training help? Per-query differences
 #
-# Paired comparison of trained vs untrained (same queries): mean difference and the share
-# of queries that improved / got worse.
+# Paired comparison of trained vs raw and vs untrained (same queries): mean difference
+# with a 95 % paired-bootstrap interval over queries (`qrlib.stats.paired_bootstrap`), and
+# the share of queries that improved / got worse. A gain counts only when its interval
+# excludes 0.
 
 # %%
+from qrlib.stats import paired_bootstrap, verdict
+
 cmp_rows = []
 for (name, kind, method), ev in per_query.items():
     if not method.startswith("trained-"):
@@ -412,12 +422,15 @@ for (name, kind, method), ev in per_query.items():
         base = per_query[name, kind, ref].set_index("query_id")["nDCG@10"]
         new = ev.set_index("query_id")["nDCG@10"]
         d = (new - base.reindex(new.index)).dropna()
+        ci = paired_bootstrap(new.to_dict(), base.to_dict(), seed=seed)
         cmp_rows.append({"dataset": name, "retriever": kind, "method": method, "vs": ref,
-                         "mean_diff_nDCG@10": d.mean(), "better": (d > 1e-9).mean(),
-                         "worse": (d < -1e-9).mean()})
+                         "mean_diff_nDCG@10": d.mean(), "ci_lo": ci["lo"], "ci_hi": ci["hi"],
+                         "better": (d > 1e-9).mean(), "worse": (d < -1e-9).mean(),
+                         "n_queries": ci["n_queries"]})
 cmp = pd.DataFrame(cmp_rows)
 save_table(cmp, "05_paired_differences", tables_dir,
-           caption=f"Per-query nDCG@10 differences of the trained adapters [profile: {profile}]")
+           caption=f"Per-query nDCG@10 differences of the trained adapters, with 95 % paired-"
+                   f"bootstrap intervals over the test queries [profile: {profile}]")
 cmp
 
 # %% [markdown]
@@ -514,13 +527,14 @@ for r in t_test.to_dict("records"):
     record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.ndcg10", r["nDCG@10"])
     record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.modified", r["modified"])
 for r in t_cmp.to_dict("records"):
-    lines.append(f"- {r['method']} ({r['retriever']}) vs {r['vs']}: mean nDCG@10 difference "
-                 f"{r['mean_diff_nDCG@10']:+.4f}; better on {r['better']:.0%}, worse on "
-                 f"{r['worse']:.0%} of the test claims.")
-trained = t_test[t_test.method.str.startswith("trained")]
-raw = t_test[t_test.method == "raw"].set_index(["dataset", "retriever"])["nDCG@10"]
-beats = [r["retriever"] for r in trained.to_dict("records")
-         if r["nDCG@10"] > raw.get((r["dataset"], r["retriever"]), float("inf"))]
-lines.append("- " + (f"Trained rewrites beat the raw claim with: {', '.join(beats)}." if beats else
-                     "No trained adapter beats the raw claim on the test claims in this run."))
+    lines.append(f"- {r['method']} ({r['retriever']}) {verdict(r['ci_lo'], r['ci_hi'])} "
+                 f"{r['vs']}: nDCG@10 {r['mean_diff_nDCG@10']:+.4f} [{r['ci_lo']:+.4f}, "
+                 f"{r['ci_hi']:+.4f}] (95 % paired bootstrap, {r['n_queries']:.0f} claims); "
+                 f"better on {r['better']:.0%}, worse on {r['worse']:.0%} of them.")
+vs_raw = t_cmp[t_cmp.vs == "raw"]
+beats = [r["retriever"] for r in vs_raw.to_dict("records") if r["ci_lo"] > 0]
+lines.append("- " + (f"Trained rewrites beat the raw claim, with an interval above 0, with: "
+                     f"{', '.join(beats)}." if beats else
+                     "No trained adapter beats the raw claim with an interval that excludes 0 "
+                     "in this run; a higher point estimate alone is not a win."))
 display(Markdown("\n".join(lines)))

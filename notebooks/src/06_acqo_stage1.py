@@ -93,7 +93,7 @@ from qrlib.curriculum import SubqueryProbe, generate_decompositions, rejection_t
 from qrlib.decompose import heuristic_split
 from qrlib.record import Recorder
 from qrlib.env import RewardEnv
-from qrlib.train import load_config, sft_target, train
+from qrlib.train import fmt_scale, load_config, log_scale, sft_target, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -338,8 +338,8 @@ plots.save_figure(fig, "06_stage1_curves", figures_dir,
                   caption="ACQO Stage I training curves: reward, sub-queries per rollout, fused "
                           "vs best single sub-query nDCG@10 (ACQO Fig. 4)",
                   profile=profile,
-                  setting=f"{'+'.join(train_datasets)} train, {model}, {train_steps} DAPO steps "
-                          f"x {prompts_per_step} q x {num_generations} rollouts")
+                  setting=f"{'+'.join(train_datasets)} train, {model}; from the logs: "
+                          + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
 
 # %%
 rows = []

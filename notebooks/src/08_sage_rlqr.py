@@ -107,7 +107,7 @@ from qrlib.record import Recorder
 from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.synthesis import PREFILL as SYN_PREFILL
 from qrlib.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
-from qrlib.train import load_config, train
+from qrlib.train import fmt_scale, load_config, log_scale, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -402,8 +402,8 @@ axes[0].set(title="mean shaped reward (running mean)", xlabel="GRPO step", ylabe
 axes[1].set(title="response length (running mean)", xlabel="GRPO step", ylabel="tokens")
 fig.tight_layout()
 plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run")
-setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}, {train_steps} steps x "
-                f"{prompts_per_step}x{num_generations} rollouts, {n_train_queries} train queries")
+setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs, per run: "
+                + "; ".join(f"{run} {fmt_scale(log_scale(lg))}" for run, lg in LOGS.groupby("run")))
 plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
                   setting=setting_sage,
                   caption=("SAGE training: shaped reward and response length per GRPO step "
