@@ -173,9 +173,23 @@ def static_inputs(name: str, params: Mapping[str, Any], root: Path = REPO_ROOT) 
             "modules": {m: file_hash(root / m) for m in module_closure(src, root)}}
 
 
-def data_inputs(folders: Iterable[str], root: Path = REPO_ROOT) -> dict[str, str]:
-    """Content hash of each dataset folder (paths relative to the repository)."""
-    return {f: folder_hash((root / f).resolve()) for f in sorted(set(folders))}
+def data_inputs(folders: Iterable[str], root: Path = REPO_ROOT,
+                data_dir: str | os.PathLike | None = None) -> dict[str, str]:
+    """Content hash of each input named in a read log: ``params/...`` files of the
+    repository, and dataset folders by name, found where the notebooks find them
+    (:func:`qrlib.workbook.data_roots`, so a clone elsewhere hashes its own copy)."""
+    from qrlib.workbook import data_roots
+
+    roots = data_roots(data_dir)
+    out = {}
+    for f in sorted(set(folders)):
+        if f.startswith("params/"):
+            out[f] = file_hash(root / f)
+            continue
+        name = Path(f).name
+        hit = next((r / name for r in roots if (r / name).is_dir()), None)
+        out[f] = folder_hash(hit) if hit is not None else "missing"
+    return out
 
 
 def fingerprint(inputs: Mapping[str, Any]) -> str:
@@ -270,7 +284,7 @@ def notebook_status(name: str, params: Mapping[str, Any], manifest: Mapping[str,
     if changed:
         reasons.append("parameter" + ("s " if len(changed) > 1 else " ") + ", ".join(changed)
                        + " changed")
-    data_now = data_inputs(old.get("data", {}), root)
+    data_now = data_inputs(old.get("data", {}), root, params.get("data_dir"))
     reasons += [f"data {d} changed" for d in _diff("data", old.get("data", {}), data_now)]
     declared = declared_reads(name, root)
     if sorted(declared) != sorted((old.get("upstream") or {})):

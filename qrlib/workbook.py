@@ -521,7 +521,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 raise QrlibError(f"notebook {name} failed: {error} (executed copy: "
                                  f"{partial_nb})")
             manifest = freshness.load_manifest(profile["name"], root)
-            inputs = {**static, "data": freshness.data_inputs(reads["data"], root),
+            inputs = {**static, "data": freshness.data_inputs(reads["data"], root,
+                                                              params.get("data_dir")),
                       "upstream": {u: (manifest.get(u) or {}).get("fingerprint")
                                    for u in freshness.declared_reads(name, root)}}
             info = {**commit_info(root), "dirty": bool(dirty)}
@@ -602,7 +603,7 @@ def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
         else:
             for w in watch:
                 if path.is_relative_to(w) and w != run_dir and len(path.relative_to(w).parts) > 1:
-                    data.add(os.path.relpath(w / path.relative_to(w).parts[0], root))
+                    data.add(path.relative_to(w).parts[0])  # a dataset folder, by name
                     break
     return {"data": sorted(data), "artifacts": sorted(artifacts)}
 

@@ -309,7 +309,7 @@ def test_stale_reruns_a_notebook_whose_upstream_data_or_params_changed(chain_rep
     assert "# qrlib:" not in (chain_repo / "tables" / "chain" / "02_chain.md").read_text()
     assert "`qrlib: 02_use, profile chain" in (chain_repo / "tables" / "chain" / "02_chain.md").read_text()
     manifest = wb.load_json(chain_repo / "tables" / "chain" / "manifest.json")
-    assert manifest["02_use"]["inputs"]["data"] == {"mydata/toyset": manifest["02_use"]["inputs"]["data"]["mydata/toyset"]}
+    assert list(manifest["02_use"]["inputs"]["data"]) == ["toyset"]
     assert manifest["02_use"]["inputs"]["upstream"] == {"01_make": manifest["01_make"]["fingerprint"]}
     assert "/tmp" not in json.dumps(manifest["02_use"]["inputs"]["params"])
     assert _states(prof, chain_repo) == {"01_make": ("fresh", ""), "02_use": ("fresh", "")}
@@ -327,7 +327,7 @@ def test_stale_reruns_a_notebook_whose_upstream_data_or_params_changed(chain_rep
     corpus = chain_repo / "mydata" / "toyset" / "corpus.jsonl"
     corpus.write_text(corpus.read_text() + '{"_id": "d2", "text": "y"}\n')
     assert _states(prof, chain_repo) == {"01_make": ("fresh", ""),
-                                         "02_use": ("stale", "data mydata/toyset changed")}
+                                         "02_use": ("stale", "data toyset changed")}
     assert _statuses(wb.run_profile(prof, root=chain_repo, stale=True)) == {
         "01_make": "skipped", "02_use": "ok"}
     assert len(wb.read_table(table)) == 7
@@ -483,3 +483,38 @@ def test_a_dying_kernel_is_a_one_line_failure_with_an_incomplete_copy(tmp_path, 
     nbdir = tmp_path / "runs" / "die" / "notebooks"
     assert (nbdir / "INCOMPLETE-01_die.ipynb").exists() and not (nbdir / "01_die.ipynb").exists()
     assert not (tmp_path / "runs" / "die" / "run.lock").exists()
+
+
+def test_a_published_profile_refuses_uncommitted_inputs_unless_allowed(toy_repo, monkeypatch):
+    def git(*args):
+        subprocess.run(["git", "-C", str(toy_repo), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+    monkeypatch.setenv("QRLIB_PUBLISH", "1")
+    prof = _profile(toy_repo, "name: pub\nnotebooks:\n  01_toy: {n: 2}\n")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "profile")
+    src = toy_repo / "notebooks" / "src" / "01_toy.py"
+    src.write_text(src.read_text() + "\n# an uncommitted edit\n")
+    with pytest.raises(QrlibError, match=r"01_toy: refusing to publish into tables/pub from a tree "
+                                         r"with uncommitted changes to what it depends on "
+                                         r"\(notebooks/src/01_toy.py\); commit them or pass "
+                                         r"--allow-dirty"):
+        wb.run_profile(prof, root=toy_repo)
+    assert not (toy_repo / "tables" / "pub" / "manifest.json").exists()
+    wb.run_profile(prof, root=toy_repo, allow_dirty=True)
+    entry = wb.load_json(toy_repo / "tables" / "pub" / "manifest.json")["01_toy"]
+    assert entry["dirty"] is True and entry["allow_dirty"] is True
+    head = wb.load_json(toy_repo / "notebooks" / "executed" / "pub" / "01_toy.ipynb")["cells"][0]
+    assert "dirty tree, --allow-dirty" in "".join(head["source"])
+
+
+def test_published_notebooks_hold_no_absolute_repository_path(tmp_path):
+    from qrlib.publish import relative_paths
+
+    root = tmp_path / "repo"
+    text = f"wrote {root}/runs/cpu/x.json; data {tmp_path}/shared/data/scifact; cwd {root}"
+    assert relative_paths(text, root) == ("wrote runs/cpu/x.json; data ../shared/data/scifact; "
+                                          "cwd .")
