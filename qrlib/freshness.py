@@ -236,7 +236,8 @@ class Status:
         where = ""
         if e:
             where = f" (run at {e.get('commit', '?')}{', dirty tree' if e.get('dirty') else ''}"
-            where += f", fingerprint {e.get('fingerprint', '?')})"
+            where += (f", fingerprint {e['fingerprint']})" if e.get("fingerprint")
+                      else ", no fingerprint)")
         why = f": {'; '.join(self.reasons)}" if self.reasons else ""
         return f"{self.notebook:<28} {self.state}{why}{where}"
 
