@@ -272,7 +272,7 @@ def _default_dtype(dtype: Any) -> Any:
 
 def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
                 dtype: Any = None, *, device: str | None = None,
-                trainable: bool = False) -> tuple[Any, Any]:
+                trainable: bool = False, merge: bool = True) -> tuple[Any, Any]:
     """Load a causal LM and its tokenizer, optionally with a LoRA adapter on top.
 
     ``name`` is ``"smollm2"``, ``"qwen2.5-coder-0.5b"`` (offline GGUF, dequantised once into
@@ -281,7 +281,10 @@ def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
     so batched generation continues every prompt from its last token. An adapter loaded
     for inference (``trainable=False``) is merged into the weights (PEFT
     ``merge_and_unload``): the same function, without the per-layer LoRA side path that
-    costs about a fifth of the decoding time on CPU; ``trainable=True`` keeps it separate.
+    costs about a fifth of the decoding time on CPU; ``trainable=True`` or ``merge=False``
+    keeps it separate. Either way, decode a trained adapter in fp32 when its update matters:
+    under bf16 autocast a few RL steps' update (about 1e-5 per weight) is below bf16's
+    resolution (``benchmarks/bench_eval_precision.py`` measures the outputs it changes).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -311,7 +314,7 @@ def load_policy(name: str = "smollm2", adapter: str | os.PathLike | None = None,
             raise QrlibError(f"adapter folder {adapter} has no adapter_config.json; pass the "
                              f"folder a training run saved (runs/<run>/.../adapter)")
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable)
-        if not trainable:  # inference: fold B·A into the weights, one matmul per layer
+        if merge and not trainable:  # inference: fold B·A into the weights
             model = model.merge_and_unload()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -171,3 +171,29 @@ def test_dequantised_cache_is_verified_and_rebuilt(tmp_path, monkeypatch, capsys
 def test_rewrite_queries_lives_in_its_own_module():
     assert not hasattr(policy, "rewrite_queries")
     assert rewrite.rewrite_queries.__module__ == "qrlib.rewrite"
+
+
+def test_merged_adapter_is_exact_in_fp32_and_merge_false_keeps_the_side_path(tmp_path):
+    """Folding B·A into fp32 weights gives the unmerged model's logits (what
+    benchmarks/bench_eval_precision.py relies on for its fp32-merged path)."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    torch.manual_seed(0)
+    base, tok = policy.load_policy("smollm2")
+    peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                           lora_dropout=0.0))
+    with torch.no_grad():
+        for n, p in peft.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 1e-3)
+    peft.save_pretrained(tmp_path)
+    ids = tok(["Vitamin D lowers fracture risk in older adults"], return_tensors="pt")
+    unmerged, _ = policy.load_policy("smollm2", adapter=tmp_path, merge=False)
+    merged, _ = policy.load_policy("smollm2", adapter=tmp_path)
+    plain, _ = policy.load_policy("smollm2")
+    assert isinstance(unmerged, PeftModel) and not isinstance(merged, PeftModel)
+    with torch.no_grad():
+        lu, lm, lp = (m(**ids).logits for m in (unmerged, merged, plain))
+    assert torch.allclose(lu, lm, atol=1e-4)
+    assert (lu - lp).abs().max() > 1e-3  # the adapter does change the logits

@@ -40,7 +40,8 @@ eval_k = 100  # retrieval depth of evaluation (R@100)
 bootstrap = 2000  # paired-bootstrap resamples
 untrained_prompts = ["acqo/decompose-oneshot", "acqo/no-decompose"]  # untrained rows
 n_examples = 6  # example decompositions shown per model
-gen_autocast = True  # bf16 autocast for tau rollouts and test decoding (about 4x faster on CPU)
+gen_autocast = True  # bf16 autocast for the tau rollouts (sampling; about 4x faster on CPU)
+eval_autocast = False  # bf16 autocast of the greedy test decoding (16-19 % of a trained adapter's outputs then differ from fp32: benchmarks/bench_eval_precision.py)
 eval_batch_size = 8  # test questions decoded together (greedy)
 rule_row = True  # add a model-free row: the question plus qrlib.decompose.heuristic_split's sub-queries (headroom check)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
@@ -295,7 +296,7 @@ EVAL_RETR = {(name, kind): retrieval.build_retriever(kind, TEST[name].corpus,
 # ## 4. Decompositions of every model
 #
 # Greedy decoding (ACQO validates with temperature 0.7; greedy keeps reruns identical on
-# one machine; with `gen_autocast` the matmuls run in bf16). Models: the untrained policy
+# one machine; with `eval_autocast` the matmuls run in bf16). Models: the untrained policy
 # with each prompt in `untrained_prompts`, and per retriever the rejection-sampling cold
 # start alone (when notebook 06 ran one), the Stage I adapter and the Stage I + II adapter
 # (ACQO). Every model's decompositions are
@@ -317,7 +318,7 @@ for label, (adapter, prm) in MODELS.items():
         rows_t = qrows.rows_from_dataset(TEST[name])
         DECOMP[label, name] = generate_decompositions(
             m, tok, rows_t, prm, prefill=PREFILL, max_new_tokens=eval_max_new_tokens,
-            progress=False, autocast=gen_autocast, batch_size=eval_batch_size)
+            progress=False, autocast=eval_autocast, batch_size=eval_batch_size)
     del m
     print(label, "done")
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompositions.json")
