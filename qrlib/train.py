@@ -106,8 +106,16 @@ class TrainConfig:
     use_vllm: bool = False                # TRL vLLM rollouts (colocate mode; CUDA only)
     vllm_gpu_memory_utilization: float = 0.3
     learning_rate: float = 1e-5
+    lr_scheduler_type: str = "constant"   # transformers scheduler (TRL GRPOConfig). Constant for
+    #                                       RL: TRL's default "linear" decays the rate to 0 over
+    #                                       max_steps, so a 3-step run trained at 5e-5, 3.3e-5,
+    #                                       1.7e-5 (issue 24's audit); "linear" restores it
     warmup_steps: int = 0
     max_grad_norm: float = 1.0
+    top_k: int | None = None              # rollout top-k sampling (TRL GRPOConfig); None: off
+    min_p: float | None = None            # rollout min-p sampling (TRL GRPOConfig); None: off
+    mask_truncated_completions: bool = False  # DAPO Sec. 3.4 (overlong filtering): rollouts
+    #                                       cut at max_completion_length get no loss (TRL)
     # LoRA
     lora_r: int = 16
     lora_alpha: int = 32
@@ -172,6 +180,21 @@ def load_config(source: str | os.PathLike | dict[str, Any], **overrides: Any) ->
     unknown = sorted(set(data) - known)
     if unknown:
         raise QrlibError(f"train config: unknown key {unknown[0]!r}; accepted: {sorted(known)}")
+    defaults = TrainConfig()
+    for key, value in data.items():
+        want = getattr(defaults, key)
+        if value is None or want is None:
+            continue
+        ok = (isinstance(value, bool) if isinstance(want, bool) else
+              isinstance(value, (int, float)) and not isinstance(value, bool)
+              if isinstance(want, float) else
+              isinstance(value, int) and not isinstance(value, bool) if isinstance(want, int)
+              else True)
+        if not ok:
+            hint = (" (YAML reads 5e-5 as text; write 5.0e-5)"
+                    if isinstance(value, str) and isinstance(want, float) else "")
+            raise QrlibError(f"train config: {key} must be {type(want).__name__} like its "
+                             f"default {want!r}, got {value!r}{hint}")
     return TrainConfig(**data)
 
 
@@ -326,7 +349,7 @@ class StepLogger(_trainer_callback_base()):  # type: ignore[misc]
         batches = self.reward.batches[self._seen:]
         self._seen = len(self.reward.batches)
         row: dict[str, Any] = {
-            "step": state.global_step,
+            "step": state.global_step, "learning_rate": logs.get("learning_rate"),
             "reward": logs.get("reward"), "reward_std": logs.get("reward_std"),
             "frac_reward_zero_std": logs.get("frac_reward_zero_std"),
             "completion_length": logs.get("completions/mean_length"),
@@ -825,6 +848,7 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
 
     g = cfg.resolved()
     extra: dict[str, Any] = {}
+    extra.update({k: getattr(cfg, k) for k in ("top_k", "min_p") if getattr(cfg, k) is not None})
     if cfg.use_vllm:
         if not cuda:
             raise QrlibError("use_vllm needs a CUDA GPU; set use_vllm: false on CPU")
@@ -833,6 +857,8 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
     return GRPOConfig(
         output_dir=str(cfg.output_dir), max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        mask_truncated_completions=cfg.mask_truncated_completions,
         max_grad_norm=cfg.max_grad_norm,
         per_device_train_batch_size=batch, gradient_accumulation_steps=1,
         num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,

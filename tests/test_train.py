@@ -96,6 +96,8 @@ def test_tiny_cli_run_then_resume(tmp_path):
                 "completion_length", "kl", "step_seconds"):
         assert rows[-1][col] != ""
     assert float(rows[-1]["completion_length"]) <= 4
+    # the RL default schedule is constant: every step trains at the configured rate
+    assert {float(r["learning_rate"]) for r in rows} == {T.TrainConfig().learning_rate}
 
 
 def test_cli_rejects_bad_key(tmp_path):
@@ -326,3 +328,23 @@ def test_second_trainer_on_the_same_run_is_refused(tmp_path):
     with run_lock(tmp_path / "rl" / ".locks" / "busy", what="qrlib.train"):
         with pytest.raises(QrlibError, match=r"in use by PID \d+ \(`qrlib.train`"):
             T.train(cfg, env=FakeEnv(), queries={"1": "a"})
+
+
+def test_config_types_are_checked_in_one_line():
+    with pytest.raises(QrlibError, match=r"learning_rate must be float like its default 1e-05, "
+                                         r"got '5e-5' \(YAML reads 5e-5 as text"):
+        T.load_config({"learning_rate": "5e-5"})
+    with pytest.raises(QrlibError, match="max_steps must be int"):
+        T.load_config({"max_steps": 2.5})
+    assert T.load_config({"learning_rate": 1}).learning_rate == 1
+
+
+def test_grpo_args_carry_the_schedule_and_sampling_knobs(tmp_path):
+    cfg = T.load_config({"run_dir": str(tmp_path), "top_k": 20, "min_p": 0.05,
+                         "mask_truncated_completions": True})
+    args = T._grpo_args(cfg, batch=8, cuda=False, dtype="float32")
+    assert getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type) == "constant"
+    assert args.top_k == 20 and args.min_p == 0.05 and args.mask_truncated_completions
+    linear = T._grpo_args(T.load_config({"run_dir": str(tmp_path), "lr_scheduler_type": "linear"}),
+                          batch=8, cuda=False, dtype="float32")
+    assert getattr(linear.lr_scheduler_type, "value", linear.lr_scheduler_type) == "linear"
