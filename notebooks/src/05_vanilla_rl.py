@@ -338,7 +338,8 @@ if len(gains):
 
 # %%
 first_last = logs.groupby("run").apply(lambda g: pd.Series({
-    "steps": len(g),
+    "policy": model, "steps": len(g), "distinct_queries": log_scale(g)["queries"],
+    "rollouts": log_scale(g)["rollouts"], "train_minutes": log_scale(g)["minutes"],
     "reward_first_quarter": g.reward.head(max(1, len(g) // 4)).mean(),
     "reward_last_quarter": g.reward.tail(max(1, len(g) // 4)).mean(),
     "format_first_quarter": g.format_valid.head(max(1, len(g) // 4)).mean(),
@@ -348,7 +349,9 @@ first_last = logs.groupby("run").apply(lambda g: pd.Series({
     "frac_zero_std": g.frac_reward_zero_std.mean(),
     "s_per_step": g.step_seconds.mean()}), include_groups=False).reset_index()
 save_table(first_last, "05_training_summary", tables_dir,
-           caption=f"Reward and format-valid rate, first vs last quarter of training [profile: {profile}]")
+           caption=f"Training scale read from each run's log (optimizer steps, distinct training "
+                   f"claims, rollouts, minutes), and reward and format-valid rate, first vs last "
+                   f"quarter of training [profile: {profile}]")
 first_last
 
 # %% [markdown]
@@ -515,7 +518,12 @@ t_train = pd.read_csv(tables_dir / "05_training_summary.csv")
 t_test = pd.read_csv(tables_dir / "05_test_results.csv")
 t_cmp = pd.read_csv(tables_dir / "05_paired_differences.csv")
 lines = []
+PLUMBING_STEPS = 60  # below this many optimizer steps a training run is a plumbing check
 for r in t_train.to_dict("records"):
+    if r["steps"] < PLUMBING_STEPS:
+        lines.append(f"- **{r['run']}: a plumbing check, not a result**: {r['steps']:.0f} optimizer "
+                     f"steps (the workbook's bar for a trained result is at least "
+                     f"{PLUMBING_STEPS} steps with at least 2 prompts per step).")
     record(f"train.{r['run']}.steps", r["steps"])
     record(f"train.{r['run']}.format_last_quarter", r["format_last_quarter"])
     lines.append(f"- **{r['run']}** ({r['steps']:.0f} steps, {r['s_per_step']:.0f} s/step): mean "
