@@ -217,3 +217,29 @@ def test_recorder_round_trips_key_numbers(tmp_path, capsys):
         read_records(tmp_path, "02_x")
     with pytest.raises(QrlibError, match="not JSON"):
         Recorder(tmp_path, "01_toy")("bad", object())
+
+
+def test_each_results_section_names_its_commits_and_flags_staleness():
+    """Under every section heading built from notebook tables: one line naming the
+    notebooks and commits its tables came from, starting with a stale flag exactly when
+    one of those notebooks is not fresh at HEAD."""
+    from qrlib.freshness import load_manifest, profile_status
+
+    status = {s.notebook: s for s in profile_status(REPO_ROOT / "params" / f"{PROFILE}.yaml")}
+    manifest = load_manifest(PROFILE)
+    text = (REPO_ROOT / "RESULTS.md").read_text(encoding="utf-8")
+    checked = 0
+    for sec in re.split(r"(?m)^(?=## )", text)[1:]:
+        lines = sec.split("\n")
+        if len(lines) < 3 or not lines[2].startswith(">"):
+            continue
+        line = lines[2]
+        named = re.findall(r"`(\d{2}_\w+)` at `(\w+)`", line)
+        assert named, line
+        for nb, commit in named:
+            entry = manifest.get(nb) or status[nb].entry
+            assert commit == entry.get("commit"), (nb, commit)
+        stale = [nb for nb, _ in named if status[nb].state != "fresh"]
+        assert line.startswith("> **Stale section**") == bool(stale), line
+        checked += 1
+    assert checked >= 5
