@@ -479,6 +479,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             log.unlink(missing_ok=True)
             watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
                      (root / "params").resolve()]
+            info = {**commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
             print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
             start = time.perf_counter()
             started = time.time()
@@ -525,7 +526,6 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                                                               params.get("data_dir")),
                       "upstream": {u: (manifest.get(u) or {}).get("fingerprint")
                                    for u in freshness.declared_reads(name, root)}}
-            info = {**commit_info(root), "dirty": bool(dirty)}
             fp = freshness.fingerprint(inputs)
             row["fingerprint"] = fp
             outputs = stamp_outputs(name, profile["name"], paths, since=started, info=info,
