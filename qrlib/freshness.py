@@ -242,7 +242,8 @@ class Status:
         return f"{self.notebook:<28} {self.state}{why}{where}"
 
 
-def _uncommitted(paths: list[str], root: Path) -> set[str]:
+def uncommitted(paths: list[str], root: Path) -> set[str]:
+    """The repository-relative ``paths`` with uncommitted changes (none outside git)."""
     if not paths:
         return set()
     try:
@@ -253,11 +254,7 @@ def _uncommitted(paths: list[str], root: Path) -> set[str]:
     return {line[3:].strip() for line in out.splitlines() if len(line) > 3}
 
 
-def _diff(kind: str, old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
-    return [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-
-
-def _param_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return [k for k in sorted(set(old) | set(new)) if value_hash(old.get(k)) != value_hash(new.get(k))]
 
 
@@ -273,20 +270,20 @@ def notebook_status(name: str, params: Mapping[str, Any], manifest: Mapping[str,
     old = entry.get("inputs") or {}
     now = static_inputs(name, params, root)
     reasons: list[str] = []
-    files = _diff("source", old.get("source", {}), now["source"])
-    files += _diff("modules", old.get("modules", {}), now["modules"])
-    dirty = _uncommitted(files, root)
+    files = _changed_keys(old.get("source", {}), now["source"])
+    files += _changed_keys(old.get("modules", {}), now["modules"])
+    dirty = uncommitted(files, root)
     for f in files:
         verb = ("no longer imported" if f not in now["modules"] and f not in now["source"]
                 else "newly imported" if f not in old.get("modules", {}) and f.startswith(PACKAGE)
                 else "changed")
         reasons.append(f"{f} {verb}" + (" (uncommitted)" if f in dirty else ""))
-    changed = _param_diff(old.get("params", {}), now["params"])
+    changed = _changed_keys(old.get("params", {}), now["params"])
     if changed:
         reasons.append("parameter" + ("s " if len(changed) > 1 else " ") + ", ".join(changed)
                        + " changed")
     data_now = data_inputs(old.get("data", {}), root, params.get("data_dir"))
-    reasons += [f"data {d} changed" for d in _diff("data", old.get("data", {}), data_now)]
+    reasons += [f"data {d} changed" for d in _changed_keys(old.get("data", {}), data_now)]
     declared = declared_reads(name, root)
     if sorted(declared) != sorted((old.get("upstream") or {})):
         reasons.append("declared reads changed")
@@ -310,12 +307,17 @@ def legacy_entries(profile: str, root: Path = REPO_ROOT) -> dict[str, Any]:
     return out
 
 
+def published_entries(profile: str, root: Path = REPO_ROOT) -> dict[str, Any]:
+    """Manifest entries, and legacy entries for notebooks published before the manifest."""
+    return {**legacy_entries(profile, root), **load_manifest(profile, root)}
+
+
 def profile_status(profile_path: str | os.PathLike, root: Path = REPO_ROOT) -> list[Status]:
     """Freshness of every notebook of a profile, in run order."""
     from qrlib.workbook import load_profile, notebook_names, notebook_parameters, parameters_for
 
     profile = load_profile(profile_path)
-    manifest = {**legacy_entries(profile["name"], root), **load_manifest(profile["name"], root)}
+    manifest = published_entries(profile["name"], root)
     out: dict[str, Status] = {}
     for name in notebook_names():
         params = parameters_for(profile, name, notebook_parameters(name), root)

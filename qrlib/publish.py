@@ -271,10 +271,10 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
     import pandas as pd
 
     from qrlib.core.io import save_table
-    from qrlib.freshness import legacy_entries, load_manifest
+    from qrlib.freshness import published_entries
 
     root = Path(root or REPO_ROOT)
-    manifest = {**legacy_entries(profile, root), **load_manifest(profile, root)}
+    manifest = published_entries(profile, root)
     if not manifest:
         return None
     t = pd.DataFrame([{"notebook": n, "wall_s": e.get("wall_s"), "peak_rss_mb": e.get("peak_rss_mb"),

@@ -663,16 +663,13 @@ def write_readme_timing(d: Doc, root: Path, *, check: bool = False) -> bool:
 def _provenance(d: Doc, tables: list[str]) -> str:
     """One line under a section heading: the commit its tables came from, and whether any
     of their notebooks is stale."""
-    from qrlib.freshness import load_manifest
-
-    manifest = load_manifest(d.profile, d.root)
     nbs = sorted({d_ for t in tables for d_ in d.status if t.startswith(d_.split("_", 1)[0] + "_")})
     if not nbs:
         return ""
     parts, stale = [], []
     for n in nbs:
         st = d.status[n]
-        commit = (manifest.get(n) or st.entry or {}).get("commit", "?")
+        commit = st.entry.get("commit", "?")
         parts.append(f"`{n}` at `{commit}`")
         if st.state != "fresh":
             stale.append(f"`{n}` ({st.state}: `{'; '.join(st.reasons)[:160]}`)")

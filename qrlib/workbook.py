@@ -410,13 +410,13 @@ def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> 
 
     files = [*inputs["source"], *inputs["modules"]]
     chain, path = [], profile_path.resolve()
-    while path.exists():
-        chain.append(os.path.relpath(path, root))
+    while path.exists() and path not in chain:  # the profile and the files it extends
+        chain.append(path)
         ext = (_read_yaml(path) or {}).get("extends")
-        if not isinstance(ext, str) or path.parent / ext in map(Path, chain):
+        if not isinstance(ext, str):
             break
         path = (path.parent / ext).resolve()
-    return sorted(freshness._uncommitted(files + chain, root))
+    return sorted(freshness.uncommitted(files + [os.path.relpath(p, root) for p in chain], root))
 
 
 def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = None,

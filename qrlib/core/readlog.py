@@ -26,11 +26,11 @@ def _mode(args: tuple) -> str:
 
 
 def _hook(event: str, args: tuple) -> None:
-    if event not in ("open", "os.rename") or _state.get("busy"):
+    if event not in ("open", "os.rename") or _state.get("busy") or not args:
         return
-    path = (args[0] if event == "open" else args[1]) if len(args) > 1 or event == "open" else None
     if event == "os.rename":  # atomic writes: a temporary file renamed onto the artifact
-        args = (path, "w")
+        args = (args[1], "w")
+    path = args[0]
     if not isinstance(path, (str, bytes, os.PathLike)):
         return
     _state["busy"] = True
