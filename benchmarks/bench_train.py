@@ -17,6 +17,12 @@ Settings (``--variants``, comma-separated):
   default  the engine's CPU default since session 5: no checkpointing, LoRA dropout 0, bf16
            autocast where the CPU has native bf16 matmul (AMX / AVX512-BF16), GRPO preset
   new      as default with the DAPO preset (beta 0: no reference pass)
+  hf       = new: rollouts from transformers ``generate`` (issue 23's reference)
+  vllm     as new with rollouts from the in-process vLLM engine (bf16; TRL colocate mode
+           with qrlib's weight push, qrlib.engine). Its engine start is reported apart
+           ("setup": wall time outside the measured steps, model load included)
+
+Several models in one run: ``--model qwen2.5-coder-0.5b,smollm2``.
 
     python benchmarks/bench_train.py --model qwen2.5-coder-0.5b --steps 3 --generations 8 --tokens 32
 The reward share should stay below 10% of a step; the script exits 1 if it does not.
@@ -24,7 +30,9 @@ The reward share should stay below 10% of a step; the script exits 1 if it does 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +53,8 @@ VARIANTS = {
     "new": {"dtype": "float32", "algorithm": "dapo", "gradient_checkpointing": False,
             "cpu_autocast": True, "lora_dropout": 0.0},
 }
+VARIANTS["hf"] = dict(VARIANTS["new"], use_vllm=False)
+VARIANTS["vllm"] = dict(VARIANTS["new"], use_vllm=True)
 
 
 def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
@@ -75,7 +85,8 @@ def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
     return {"steps": len(body), "s_per_step": step / len(body),
             "rollouts_per_s": len(body) * gens / step, "generation": gen / step,
             "reward": rew / step, "update": max(step - gen - rew, 0.0) / step,
-            "mean_length": body.completion_length.mean(), "wall": wall}
+            "mean_length": body.completion_length.mean(), "wall": wall,
+            "setup": wall - log.step_seconds.sum()}
 
 
 def main() -> int:
@@ -86,8 +97,13 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--retriever", default="bm25")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--variants", default="ref,nockpt,nodrop,default,new")
+    ap.add_argument("--variants", default="hf,vllm")
+    ap.add_argument("--one", nargs=2, metavar=("MODEL", "VARIANT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.one:  # one setting in this fresh process; the parent reads the JSON line
+        r = run_one(a.one[0], a.steps, a.generations, a.tokens, a.retriever, VARIANTS[a.one[1]])
+        print("RESULT " + json.dumps(r), flush=True)
+        return 0
     import torch
 
     if a.threads:
@@ -97,20 +113,35 @@ def main() -> int:
     if bad:
         print(f"error: unknown variant(s) {bad}; accepted: {sorted(VARIANTS)}", file=sys.stderr)
         return 2
-    print(f"model={a.model} steps/setting={a.steps} (first one warm-up) rollouts/step="
-          f"{a.generations} max_tokens={a.tokens} threads={torch.get_num_threads()}")
     res = {}
-    for v in names:
-        res[v] = r = run_one(a.model, a.steps, a.generations, a.tokens, a.retriever,
-                             VARIANTS[v])
-        print(f"[{v:5s}] {VARIANTS[v]}: {r['rollouts_per_s']:.3f} rollouts/s, "
-              f"{r['s_per_step']:.1f} s/step; generation {r['generation']:.0%}, reward "
-              f"{r['reward']:.2%}, update+logprobs {r['update']:.0%}; mean completion "
-              f"{r['mean_length']:.1f} tokens", flush=True)
-    ref = res[names[0]]
-    for v in names[1:]:
-        print(f"speed-up {v} vs {names[0]} (same run): "
-              f"{res[v]['rollouts_per_s'] / ref['rollouts_per_s']:.2f}x")
+    for model in [m.strip() for m in a.model.split(",") if m.strip()]:
+        print(f"model={model} steps/setting={a.steps} (first one warm-up) rollouts/step="
+              f"{a.generations} max_tokens={a.tokens} threads={torch.get_num_threads()}")
+        for v in names:
+            # each setting in its own process: engines, threads and memory do not carry over
+            cmd = [sys.executable, __file__, "--one", model, v, "--steps", str(a.steps),
+                   "--generations", str(a.generations), "--tokens", str(a.tokens),
+                   "--retriever", a.retriever] + (["--threads", str(a.threads)]
+                                                  if a.threads else [])
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+            if proc.returncode or not line:
+                print(f"error: setting {v} on {model} failed:\n{proc.stderr[-2000:]}",
+                      file=sys.stderr)
+                return 1
+            res[model, v] = r = json.loads(line[-1][len("RESULT "):])
+            print(f"[{v:5s}] {VARIANTS[v]}: {r['rollouts_per_s']:.3f} rollouts/s, "
+                  f"{r['s_per_step']:.1f} s/step; generation {r['generation']:.0%}, reward "
+                  f"{r['reward']:.2%}, update+logprobs {r['update']:.0%}; mean completion "
+                  f"{r['mean_length']:.1f} tokens; setup {r['setup']:.0f} s", flush=True)
+        ref = res[model, names[0]]
+        for v in names[1:]:
+            cur = res[model, v]
+            gen_ref = ref["generation"] * ref["s_per_step"]
+            gen_cur = cur["generation"] * cur["s_per_step"]
+            print(f"speed-up {v} vs {names[0]} ({model}, same run): "
+                  f"{cur['rollouts_per_s'] / ref['rollouts_per_s']:.2f}x rollouts/s; "
+                  f"generation {gen_ref / max(gen_cur, 1e-9):.1f}x faster per step")
     ok = all(r["reward"] < 0.10 for r in res.values())
     print("reward share < 10% of step time:", "OK" if ok else "FAIL")
     return 0 if ok else 1

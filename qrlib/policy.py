@@ -352,7 +352,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
              do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
              num_return_sequences: int = 1, *, batch_size: int = 16,
              seed: int | None = None, progress: bool = False,
-             autocast: bool | None = False) -> list[str]:
+             autocast: bool | None = False, backend: str | None = None) -> list[str]:
     """Complete each already-formatted prompt (e.g. from ``qrlib.prompts.render``).
 
     Returns ``len(prompts) * num_return_sequences`` strings, the completions of prompt i at
@@ -360,15 +360,28 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     (the token budget); greedy unless ``do_sample``. Prompts are left-padded in batches of
     ``batch_size``. ``autocast``: bf16 autocast on CPU (None: see :func:`use_cpu_autocast`;
     off by default so greedy outputs stay those of the fp32 model).
+
+    ``backend``: ``"hf"`` (transformers ``generate``, the default) or ``"vllm"``
+    (:func:`qrlib.engine.engine_for`: an in-process vLLM engine holding ``model``'s
+    weights, fp32 unless ``autocast``, in which case bf16); ``$QRLIB_ROLLOUTS`` overrides.
+    With vLLM, sampling is seeded by the engine's seed and call order, not ``seed``.
     """
     import contextlib
 
     import torch
 
+    from qrlib import engine
+
     if max_new_tokens < 1:
         raise QrlibError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if isinstance(prompts, str):
         raise QrlibError("prompts must be a list of strings, got one string")
+    if engine.backend(backend) == "vllm":
+        eng = engine.engine_for(model, "bfloat16" if use_cpu_autocast(model, autocast)
+                                else "float32")
+        return eng.generate(prompts, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                            temperature=temperature, top_p=top_p,
+                            num_return_sequences=num_return_sequences)
     if seed is not None:
         torch.manual_seed(seed)
     tokenizer.padding_side = "left"

@@ -103,8 +103,14 @@ class TrainConfig:
     gradient_checkpointing: bool | None = None  # None: off on CPU (memory is not the limit
     #                                       for these models; recomputing activations costs
     #                                       about a fifth of a step), TRL's default (on) on CUDA
-    use_vllm: bool = False                # TRL vLLM rollouts (colocate mode; CUDA only)
-    vllm_gpu_memory_utilization: float = 0.3
+    use_vllm: bool = False                # rollouts from an in-process vLLM engine (TRL
+    #                                       colocate mode; on the CPU with qrlib's weight push,
+    #                                       qrlib.engine). $QRLIB_ROLLOUTS=hf|vllm overrides
+    vllm_gpu_memory_utilization: float = 0.3  # CUDA only; the CPU engine's KV cache is
+    #                                       VLLM_CPU_KVCACHE_SPACE GiB (qrlib sets 1)
+    vllm_max_model_length: int = 2048     # prompt + completion tokens the engine accepts
+    stop: list[str] = field(default_factory=list)  # stop strings of the vLLM rollouts (the
+    #                                       HF path ignores them and says so), e.g. ['"}']
     learning_rate: float = 1e-5
     lr_scheduler_type: str = "constant"   # transformers scheduler (TRL GRPOConfig). Constant for
     #                                       RL: TRL's default "linear" decays the rate to 0 over
@@ -189,7 +195,7 @@ def load_config(source: str | os.PathLike | dict[str, Any], **overrides: Any) ->
               isinstance(value, (int, float)) and not isinstance(value, bool)
               if isinstance(want, float) else
               isinstance(value, int) and not isinstance(value, bool) if isinstance(want, int)
-              else True)
+              else isinstance(value, list) if isinstance(want, list) else True)
         if not ok:
             hint = (" (YAML reads 5e-5 as text; write 5.0e-5)"
                     if isinstance(value, str) and isinstance(want, float) else "")
@@ -810,10 +816,15 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     logger = StepLogger(out / "log.csv", reward, timer, samples_path=out / "samples.jsonl",
                         resumed_step=resumed_step)
     trainer_cls = _trainer_class()
-    trainer = trainer_cls(model=model, reward_funcs=[reward], args=args, train_dataset=data,
-                          processing_class=tok, peft_config=peft_config,
-                          callbacks=[logger, _CheckpointMarker()])
+    from qrlib.engine import engine_start_guard
+
+    with engine_start_guard():  # TRL's colocate mode starts its vLLM engine here
+        trainer = trainer_cls(model=model, reward_funcs=[reward], args=args,
+                              train_dataset=data, processing_class=tok,
+                              peft_config=peft_config, callbacks=[logger, _CheckpointMarker()])
     _quiet_progress(trainer)
+    if getattr(trainer, "vllm_generation", None) is not None and not cuda:
+        _push_weights_on_cpu(trainer)
     trainer.qrlib_dynamic_sampling = cfg.dynamic_sampling
     trainer.qrlib_autocast = resolve_autocast(cfg)
     trainer.qrlib_refill = build_prompts(rows, tok, template, seed=cfg.seed + 1,
@@ -836,7 +847,9 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                                if (out / "sft" / "adapter" / "adapter_config.json").exists()
                                else None),
                "log": str(out / "log.csv"), "train_loss": getattr(result, "training_loss", None),
-               "torch_threads": torch.get_num_threads()}
+               "torch_threads": torch.get_num_threads(),
+               "rollouts_backend": rollout_backend(cfg),
+               "weight_pushes": getattr(trainer, "qrlib_pushes", None)}
     if trainer.accelerator.is_main_process:
         save_json(summary, out / "summary.json")
     return summary
@@ -849,11 +862,22 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
     g = cfg.resolved()
     extra: dict[str, Any] = {}
     extra.update({k: getattr(cfg, k) for k in ("top_k", "min_p") if getattr(cfg, k) is not None})
-    if cfg.use_vllm:
+    if rollout_backend(cfg) == "vllm":
+        from qrlib import engine
+
         if not cuda:
-            raise QrlibError("use_vllm needs a CUDA GPU; set use_vllm: false on CPU")
-        extra.update(use_vllm=True, vllm_mode="colocate",
-                     vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
+            engine.require_vllm()
+            engine.configure_env()
+        extra.update(use_vllm=True, vllm_mode="colocate", vllm_enable_sleep_mode=False,
+                     vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                     vllm_max_model_length=cfg.vllm_max_model_length)
+        if cfg.stop:
+            # the stop string stays in the completion, so the parser sees the closed JSON
+            extra["generation_kwargs"] = {"stop": list(cfg.stop),
+                                          "include_stop_str_in_output": True}
+    elif cfg.stop:
+        print(f"[qrlib.train] stop strings {cfg.stop} apply to vLLM rollouts only; the HF "
+              f"path generates up to max_completion_length")
     return GRPOConfig(
         output_dir=str(cfg.output_dir), max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
@@ -870,6 +894,34 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
         gradient_checkpointing=(cuda if cfg.gradient_checkpointing is None
                                 else cfg.gradient_checkpointing),
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0, **extra)
+
+
+def rollout_backend(cfg: TrainConfig) -> str:
+    """``"vllm"`` or ``"hf"`` for the run's rollouts (``$QRLIB_ROLLOUTS`` over ``use_vllm``)."""
+    from qrlib import engine
+
+    return engine.backend(cfg.use_vllm)
+
+
+def _push_weights_on_cpu(trainer: Any) -> None:
+    """Replace TRL's colocate weight sync by vLLM's ``reload_weights`` (CPU backend).
+
+    TRL writes each tensor through the engine model's ``load_weights``, which fails on vLLM's
+    CPU backend (it repacks linear weights and drops the parameters). The replacement pushes
+    the policy's weights with the LoRA delta folded in (:func:`qrlib.engine.policy_weights`)
+    through ``collective_rpc("reload_weights", weights_iterator=...)``, then clears the
+    prefix cache; ``trainer.qrlib_pushes`` counts the pushes (a test reads it).
+    """
+    from qrlib.engine import push_weights
+
+    gen = trainer.vllm_generation
+    trainer.qrlib_pushes = 0
+
+    def sync_weights() -> None:
+        push_weights(gen.llm, trainer.accelerator.unwrap_model(trainer.model))
+        trainer.qrlib_pushes += 1
+
+    gen.sync_weights = sync_weights
 
 
 def _trainer_class() -> type:

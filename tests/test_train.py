@@ -348,3 +348,44 @@ def test_grpo_args_carry_the_schedule_and_sampling_knobs(tmp_path):
     linear = T._grpo_args(T.load_config({"run_dir": str(tmp_path), "lr_scheduler_type": "linear"}),
                           batch=8, cuda=False, dtype="float32")
     assert getattr(linear.lr_scheduler_type, "value", linear.lr_scheduler_type) == "linear"
+
+
+@pytest.mark.slow
+def test_vllm_rollouts_on_the_cpu_push_weights_every_step(tmp_path):
+    """TRL colocate rollouts through the in-process CPU engine (issue 23): the run trains,
+    its summary says vLLM generated, and the policy was pushed before every step after the
+    first (TRL syncs when the step counter moved)."""
+    cfg = {"name": "vl", "run_dir": str(tmp_path), "model": "smollm2", "dataset": "scifact",
+           "split": "train", "n_queries": 2, "n_distractors": 20, "retriever": "bm25",
+           "fmt": "deepretrieval-nothink", "prefill": '<answer>{"query": "',
+           "prompt": {"user": "Search query for: {query}"}, "max_steps": 3,
+           "num_generations": 4, "max_completion_length": 12, "save_steps": 10,
+           "use_vllm": True, "stop": ['"}'], "learning_rate": 1.0e-3,
+           "reward_params": {"k": 10, "lenient": True}}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(json.dumps(cfg))
+    env = {k: v for k, v in os.environ.items() if k != "QRLIB_ROLLOUTS"}
+    env["HF_HUB_OFFLINE"] = "1"
+    res = subprocess.run([sys.executable, "-m", "qrlib.train", "--config", str(path)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((tmp_path / "rl" / "vl" / "summary.json").read_text())
+    assert summary["rollouts_backend"] == "vllm" and summary["steps"] == 3
+    assert summary["weight_pushes"] >= 2
+    with open(tmp_path / "rl" / "vl" / "log.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 3 and all(float(r["completion_length"]) <= 12 for r in rows)
+    # stop strings end rollouts at the closing quote-brace
+    samples = [json.loads(x) for x in (tmp_path / "rl" / "vl" / "samples.jsonl").read_text()
+               .splitlines()]
+    assert samples and all(s["completion"].count('"}') <= 1 for s in samples)
+
+
+def test_vllm_asked_where_it_does_not_import_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    monkeypatch.delenv("QRLIB_ROLLOUTS", raising=False)
+    cfg = T.load_config({"run_dir": str(tmp_path), "use_vllm": True})
+    with pytest.raises(QrlibError, match="QRLIB_ROLLOUTS=hf"):
+        T._grpo_args(cfg, batch=8, cuda=False, dtype="float32")
+    monkeypatch.setenv("QRLIB_ROLLOUTS", "hf")
+    assert not T._grpo_args(cfg, batch=8, cuda=False, dtype="float32").use_vllm

