@@ -17,10 +17,16 @@ Settings (``--variants``, comma-separated):
   default  the engine's CPU default since session 5: no checkpointing, LoRA dropout 0, bf16
            autocast where the CPU has native bf16 matmul (AMX / AVX512-BF16), GRPO preset
   new      as default with the DAPO preset (beta 0: no reference pass)
-  hf       = new: rollouts from transformers ``generate`` (issue 23's reference)
-  vllm     as new with rollouts from the in-process vLLM engine (bf16; TRL colocate mode
-           with qrlib's weight push, qrlib.engine). Its engine start is reported apart
+  hf       = new: rollouts from transformers ``generate``, TRL's log-prob pass over every
+           prompt + completion (issue 23's reference)
+  hf-shared as hf with each group's prompt run once in the log-prob passes
+           (qrlib.sharedprefix; TrainConfig.shared_prompt_pass, the default since issue 23)
+  vllm-unshared  as hf with rollouts from the in-process vLLM engine (bf16; TRL colocate
+           mode with qrlib's weight push, qrlib.engine). Engine start is reported apart
            ("setup": wall time outside the measured steps, model load included)
+  vllm     vLLM rollouts and the shared-prompt pass (the default since issue 23)
+  vllm-nois as vllm without TRL's importance-sampling correction (saves the no-grad
+           forward pass that computes the learner's log-probs of every rollout)
 
 Several models in one run: ``--model qwen2.5-coder-0.5b,smollm2``.
 
@@ -53,12 +59,17 @@ VARIANTS = {
     "new": {"dtype": "float32", "algorithm": "dapo", "gradient_checkpointing": False,
             "cpu_autocast": True, "lora_dropout": 0.0},
 }
+for _v in ("ref", "nockpt", "autocast", "nodrop", "default", "new"):
+    VARIANTS[_v]["shared_prompt_pass"] = False  # as they were measured
 VARIANTS["hf"] = dict(VARIANTS["new"], use_vllm=False)
-VARIANTS["vllm"] = dict(VARIANTS["new"], use_vllm=True)
+VARIANTS["hf-shared"] = dict(VARIANTS["hf"], shared_prompt_pass=True)
+VARIANTS["vllm-unshared"] = dict(VARIANTS["new"], use_vllm=True)
+VARIANTS["vllm"] = dict(VARIANTS["new"], use_vllm=True, shared_prompt_pass=True)
+VARIANTS["vllm-nois"] = dict(VARIANTS["vllm"], vllm_importance_sampling_correction=False)
 
 
 def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
-            settings: dict) -> dict:
+            settings: dict, prompts: int = 1) -> dict:
     import pandas as pd
 
     from qrlib.train import load_config, train
@@ -71,6 +82,7 @@ def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
             prompt={"user": "Claim: {query}\nWrite a keyword search query for abstracts that "
                             "support or refute it. Reply <answer>{{\"query\": \"...\"}}</answer>."},
             max_steps=steps, num_generations=gens, max_completion_length=tokens,
+            prompts_per_step=prompts,
             save_steps=10_000, expansion=True, reward_params={"k": 100, "lenient": True},
             **settings))
         t0 = time.perf_counter()
@@ -83,7 +95,7 @@ def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
     gen = body.generation_seconds.sum()
     rew = body.reward_seconds.sum()
     return {"steps": len(body), "s_per_step": step / len(body),
-            "rollouts_per_s": len(body) * gens / step, "generation": gen / step,
+            "rollouts_per_s": len(body) * gens * prompts / step, "generation": gen / step,
             "reward": rew / step, "update": max(step - gen - rew, 0.0) / step,
             "mean_length": body.completion_length.mean(), "wall": wall,
             "setup": wall - log.step_seconds.sum()}
@@ -95,13 +107,15 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=3, help="steps per setting (first is warm-up)")
     ap.add_argument("--generations", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--prompts", type=int, default=1, help="questions per step (GRPO groups)")
     ap.add_argument("--retriever", default="bm25")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--variants", default="hf,vllm")
     ap.add_argument("--one", nargs=2, metavar=("MODEL", "VARIANT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:  # one setting in this fresh process; the parent reads the JSON line
-        r = run_one(a.one[0], a.steps, a.generations, a.tokens, a.retriever, VARIANTS[a.one[1]])
+        r = run_one(a.one[0], a.steps, a.generations, a.tokens, a.retriever, VARIANTS[a.one[1]],
+                    a.prompts)
         print("RESULT " + json.dumps(r), flush=True)
         return 0
     import torch
@@ -116,11 +130,13 @@ def main() -> int:
     res = {}
     for model in [m.strip() for m in a.model.split(",") if m.strip()]:
         print(f"model={model} steps/setting={a.steps} (first one warm-up) rollouts/step="
-              f"{a.generations} max_tokens={a.tokens} threads={torch.get_num_threads()}")
+              f"{a.prompts} x {a.generations} max_tokens={a.tokens} "
+              f"threads={torch.get_num_threads()}")
         for v in names:
             # each setting in its own process: engines, threads and memory do not carry over
             cmd = [sys.executable, __file__, "--one", model, v, "--steps", str(a.steps),
                    "--generations", str(a.generations), "--tokens", str(a.tokens),
+                   "--prompts", str(a.prompts),
                    "--retriever", a.retriever] + (["--threads", str(a.threads)]
                                                   if a.threads else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)

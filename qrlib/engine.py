@@ -27,16 +27,31 @@ BACKENDS = ("hf", "vllm")
 ENV_VAR = "QRLIB_ROLLOUTS"
 
 
+_DEFAULT = {"backend": "hf"}
+
+
+def set_backend(name: str) -> str:
+    """Set this process's default generation backend (a notebook's ``rollouts`` parameter);
+    returns the backend in force (``$QRLIB_ROLLOUTS`` still wins)."""
+    if name not in BACKENDS:
+        raise QrlibError(f"generation backend {name!r} unknown; accepted: {', '.join(BACKENDS)}")
+    _DEFAULT["backend"] = name
+    return backend()
+
+
 def backend(requested: str | bool | None = None) -> str:
     """``"hf"`` or ``"vllm"``: ``$QRLIB_ROLLOUTS`` when set, else ``requested``
-    (``True``/``"vllm"`` or ``False``/``None``/``"hf"``)."""
+    (``True``/``"vllm"`` or ``False``/``"hf"``), else the process default
+    (:func:`set_backend`; ``"hf"`` unless set)."""
     env = os.environ.get(ENV_VAR, "").strip().lower()
     if env:
         if env not in BACKENDS:
             raise QrlibError(f"{ENV_VAR}={env!r} is not a generation backend; accepted: "
                              f"{', '.join(BACKENDS)}")
         return env
-    if requested in (None, False, "", "hf"):
+    if requested is None or requested == "":
+        return _DEFAULT["backend"]
+    if requested in (False, "hf"):
         return "hf"
     if requested in (True, "vllm"):
         return "vllm"
@@ -112,12 +127,16 @@ def engine_start_guard() -> Iterator[None]:
             sys.modules.setdefault(name, module)
 
 
-def policy_weights(model: Any) -> Iterator[tuple[str, Any]]:
+def policy_weights(model: Any, *, adapted_only: bool = False) -> Iterator[tuple[str, Any]]:
     """(name, tensor) of ``model`` under its checkpoint names, LoRA folded in out of place.
 
-    For a PEFT model each adapted weight is ``W + scale * B @ A`` (PEFT's
-    ``get_delta_weight``) computed in the weights' own dtype, without merging into the
-    model (TRL's merge/unmerge round trip leaves fp32 rounding in the base weights).
+    For a PEFT model each adapted weight is ``W + scaling * B @ A`` (PEFT's
+    ``get_delta_weight``), computed in the weights' own dtype without merging into the model
+    (TRL's merge/unmerge round trip leaves fp32 rounding in the base weights).
+    ``adapted_only``: only the weights a LoRA adapter changes, for an engine that already
+    holds the base weights (a training engine started from the same folder): on
+    Qwen2.5-0.5B this skips the 136M-parameter embedding and cuts a push from ~4 s to
+    well under one.
     """
     import torch
 
@@ -126,34 +145,52 @@ def policy_weights(model: Any) -> Iterator[tuple[str, Any]]:
     if hasattr(model, "get_base_model") and hasattr(model, "peft_config"):
         base = model.get_base_model()
         for mname, module in base.named_modules():
-            if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
-                for adapter in getattr(module, "active_adapters", []):
-                    if adapter in getattr(module, "lora_A", {}):
-                        with torch.no_grad():
-                            d = module.get_delta_weight(adapter)
-                        key = mname + ".weight"
-                        deltas[key] = d if key not in deltas else deltas[key] + d
+            if not (hasattr(module, "base_layer") and hasattr(module, "get_delta_weight")):
+                continue
+            for adapter in getattr(module, "active_adapters", []):
+                if adapter not in getattr(module, "lora_A", {}):
+                    continue
+                with torch.no_grad():
+                    d = module.get_delta_weight(adapter)
+                key = mname + ".weight"
+                deltas[key] = d if key not in deltas else deltas[key] + d
+    elif adapted_only:
+        raise QrlibError("adapted_only needs a PEFT (LoRA) model; a merged model's changed "
+                         "weights are not known, push all of them")
     for name, p in base.named_parameters():
         if "lora_" in name:
             continue
         clean = name.replace(".base_layer", "")
+        if adapted_only and clean not in deltas:
+            continue
         t = p.detach()
         if clean in deltas:
             t = t + deltas[clean].to(t.dtype)
         yield clean, t
 
 
-def push_weights(llm: Any, model: Any) -> float:
+def push_weights(llm: Any, model: Any, *, adapted_only: bool = False) -> float:
     """Load ``model``'s weights (:func:`policy_weights`, cast to the engine's dtype) into the
     ``vllm.LLM`` ``llm`` with ``reload_weights`` and clear its prefix cache; seconds taken."""
     import time
 
     t0 = time.perf_counter()
     dt = llm.llm_engine.model_config.dtype
-    weights = [(n, t.to(dt)) for n, t in policy_weights(model)]
+    weights = [(n, t.to(dt)) for n, t in policy_weights(model, adapted_only=adapted_only)]
     llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
     llm.reset_prefix_cache()
     return time.perf_counter() - t0
+
+
+def shutdown(llm: Any) -> None:
+    """Stop a ``vllm.LLM`` (its engine core) and collect it; ``None`` is a no-op."""
+    if llm is not None:
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:  # already stopped, or an engine without that handle
+            pass
+        del llm
+    gc.collect()
 
 
 class Engine:
@@ -181,10 +218,14 @@ class Engine:
         from vllm import LLM
 
         self.model_dir, self.dtype, self.seed = str(model_dir), dtype, seed
+        import torch
+
+        # on CUDA (untested here) the engine shares the GPU with a policy being evaluated
+        gpu = {"gpu_memory_utilization": 0.3} if torch.cuda.is_available() else {}
         with engine_start_guard():
             self.llm = LLM(model=self.model_dir, dtype=dtype, seed=seed,
                            max_model_len=max_model_len, enforce_eager=enforce_eager,
-                           disable_log_stats=True)
+                           disable_log_stats=True, **gpu)
         self._pushed: Any = None  # weakref to the model whose weights the engine holds
         self.pushes = 0
 
@@ -246,13 +287,7 @@ class Engine:
     def close(self) -> None:
         """Free the engine's memory."""
         llm, self.llm = getattr(self, "llm", None), None
-        if llm is not None:
-            try:
-                llm.llm_engine.engine_core.shutdown()
-            except Exception:
-                pass
-            del llm
-        gc.collect()
+        shutdown(llm)
 
 
 _ENGINES: dict[tuple[str, str], Engine] = {}

@@ -352,7 +352,8 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
              do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
              num_return_sequences: int = 1, *, batch_size: int = 16,
              seed: int | None = None, progress: bool = False,
-             autocast: bool | None = False, backend: str | None = None) -> list[str]:
+             autocast: bool | None = False, backend: str | None = None,
+             stop: Sequence[str] | None = None) -> list[str]:
     """Complete each already-formatted prompt (e.g. from ``qrlib.prompts.render``).
 
     Returns ``len(prompts) * num_return_sequences`` strings, the completions of prompt i at
@@ -365,6 +366,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     (:func:`qrlib.engine.engine_for`: an in-process vLLM engine holding ``model``'s
     weights, fp32 unless ``autocast``, in which case bf16); ``$QRLIB_ROLLOUTS`` overrides.
     With vLLM, sampling is seeded by the engine's seed and call order, not ``seed``.
+    ``stop``: strings that end a completion (kept in it, on both backends).
     """
     import contextlib
 
@@ -381,7 +383,7 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
                                 else "float32")
         return eng.generate(prompts, max_new_tokens=max_new_tokens, do_sample=do_sample,
                             temperature=temperature, top_p=top_p,
-                            num_return_sequences=num_return_sequences)
+                            num_return_sequences=num_return_sequences, stop=stop)
     if seed is not None:
         torch.manual_seed(seed)
     tokenizer.padding_side = "left"
@@ -389,6 +391,8 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": do_sample,
                               "num_return_sequences": num_return_sequences,
                               "pad_token_id": tokenizer.pad_token_id}
+    if stop:
+        kwargs.update(stop_strings=list(stop), tokenizer=tokenizer)
     if do_sample:
         kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
     else:
@@ -408,8 +412,16 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
         with torch.inference_mode(), ctx:
             ids = model.generate(**enc, **kwargs)
         new = ids[:, enc["input_ids"].shape[1]:]
-        out += tokenizer.batch_decode(new, skip_special_tokens=True)
+        texts = tokenizer.batch_decode(new, skip_special_tokens=True)
+        out += [cut_at_stop(t, stop) for t in texts] if stop else texts
     return out
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """``text`` up to and including its first stop string (vLLM's cut; transformers stops
+    only after the token that completes the string, which may carry more text)."""
+    ends = [i + len(s) for s in stop if s and (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
 
 
 def count_tokens(tokenizer: Any, texts: Sequence[str]) -> list[int]:

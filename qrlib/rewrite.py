@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qrlib import policy
+from qrlib import engine, policy
 from qrlib.errors import QrlibError
 from qrlib.rewards import same_query
 
@@ -42,6 +42,8 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
         raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
     qids = list(queries)
     rows = []
+    if engine.backend() == "vllm":  # the engine schedules its own batches
+        batch_size = max(batch_size, len(qids))
     starts = range(0, len(qids), batch_size)
     if progress:
         from tqdm.auto import tqdm
@@ -102,6 +104,8 @@ def sample_rewrites(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
     prefill = meta.get("prefill", "") if prefill is None else prefill
     qids = list(queries)
     per_batch = max(1, batch_size // n)
+    if engine.backend() == "vllm":
+        per_batch = max(per_batch, len(qids))
     rows: list[dict[str, Any]] = []
     starts = range(0, len(qids), per_batch)
     if progress:

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +84,9 @@ class TrainConfig:
     fmt: str | None = None                # completion format (qrlib.parsing); None: the prompt's
     prompt: str | dict[str, str] = "deepretrieval/bm25-think"  # registry name or {system,user}
     expansion: bool = False               # RewardEnv mode="expand": search original + model text
-    prefill: str = ""                     # text the assistant turn starts with, e.g. '{"query": "'
+    prefill: str = ""                     # text the assistant turn starts with, e.g. '{"query": "';
+    #                                       {field} names a row column, filled per row
+    #                                       (fill_prefill): '{"query": "{question}%%'
     # GRPO / DAPO
     algorithm: str = "grpo"
     max_steps: int = 20
@@ -103,12 +106,17 @@ class TrainConfig:
     gradient_checkpointing: bool | None = None  # None: off on CPU (memory is not the limit
     #                                       for these models; recomputing activations costs
     #                                       about a fifth of a step), TRL's default (on) on CUDA
-    use_vllm: bool = False                # rollouts from an in-process vLLM engine (TRL
+    use_vllm: bool | None = None          # rollouts from an in-process vLLM engine (TRL
     #                                       colocate mode; on the CPU with qrlib's weight push,
-    #                                       qrlib.engine). $QRLIB_ROLLOUTS=hf|vllm overrides
+    #                                       qrlib.engine); None: the process default
+    #                                       (qrlib.engine.set_backend, "hf" unless set).
+    #                                       $QRLIB_ROLLOUTS=hf|vllm overrides both
     vllm_gpu_memory_utilization: float = 0.3  # CUDA only; the CPU engine's KV cache is
     #                                       VLLM_CPU_KVCACHE_SPACE GiB (qrlib sets 1)
     vllm_max_model_length: int = 2048     # prompt + completion tokens the engine accepts
+    vllm_importance_sampling_correction: bool = True  # TRL: reweight by the learner/sampler
+    #                                       probability ratio (bf16 engine vs the policy);
+    #                                       costs one extra no-grad forward pass per step
     stop: list[str] = field(default_factory=list)  # stop strings of the vLLM rollouts (the
     #                                       HF path ignores them and says so), e.g. ['"}']
     learning_rate: float = 1e-5
@@ -122,6 +130,10 @@ class TrainConfig:
     min_p: float | None = None            # rollout min-p sampling (TRL GRPOConfig); None: off
     mask_truncated_completions: bool = False  # DAPO Sec. 3.4 (overlong filtering): rollouts
     #                                       cut at max_completion_length get no loss (TRL)
+    shared_prompt_pass: bool = True       # log-prob passes run each group's prompt once
+    #                                       and its completions on the cached prompt
+    #                                       (qrlib.sharedprefix; same values as TRL's pass);
+    #                                       False: TRL's pass over every prompt+completion
     # LoRA
     lora_r: int = 16
     lora_alpha: int = 32
@@ -232,10 +244,25 @@ def build_prompts(queries: dict[str, str] | Sequence[dict[str, Any]], tokenizer:
         values = {f: r[f] for f in template.fields}
         if "prompt" in r:
             raise QrlibError("training rows may not have a 'prompt' column (it is built here)")
-        out.append({"prompt": render_prompt(template, tokenizer, prefill=prefill, **values), **r})
+        out.append({"prompt": render_prompt(template, tokenizer,
+                                            prefill=fill_prefill(prefill, r), **values), **r})
     if repeat_to and out:
         out = [out[i % len(out)] for i in range(repeat_to)]
     return Dataset.from_list(out)
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def fill_prefill(prefill: str, row: Mapping[str, Any]) -> str:
+    """The assistant-turn prefill of one row: ``{field}`` placeholders naming a row column
+    become that column's value, escaped as JSON string content (prefills open a JSON
+    answer, e.g. ``{"query": "{question}%%`` makes the question the first sub-query and
+    leaves the model to decide whether and what to add; issue 24). Other braces stay."""
+    if "{" not in prefill:
+        return prefill
+    return _FIELD.sub(lambda m: (json.dumps(str(row[m.group(1)]), ensure_ascii=False)[1:-1]
+                                 if m.group(1) in row else m.group(0)), prefill)
 
 
 # --------------------------------------------------------------------------- reward wrappers
@@ -258,7 +285,11 @@ class TimedReward:
         from qrlib.parsing import completion_text, parse_completion
 
         t0 = time.perf_counter()
-        texts = [self.prefill + completion_text(c) for c in completions]
+        keys = [k for k in columns if isinstance(columns[k], list)
+                and len(columns[k]) == len(completions)]
+        pre = [fill_prefill(self.prefill, {k: columns[k][i] for k in keys})
+               for i in range(len(completions))]
+        texts = [p + completion_text(c) for p, c in zip(pre, completions)]
         if self.prefill:  # the env must parse what the model's answer really was
             completions = texts
         parsed = [parse_completion(t, self.fmt) for t in texts]
@@ -569,10 +600,11 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[
     out = []
     for r in rows:
         target = r["sft_target"] if "sft_target" in r else sft_target(r.get("query", ""), fmt)
-        if cfg.prefill and target.startswith(cfg.prefill):
-            target = target[len(cfg.prefill):]
+        pre = fill_prefill(cfg.prefill, r)
+        if pre and target.startswith(pre):
+            target = target[len(pre):]
         values = {f: r[f] for f in template.fields}
-        out.append({"prompt": render_prompt(template, tok, prefill=cfg.prefill, **values),
+        out.append({"prompt": render_prompt(template, tok, prefill=pre, **values),
                     "completion": target + (tok.eos_token or "")})
     args = SFTConfig(output_dir=str(cfg.output_dir / "sft"), max_steps=cfg.sft_steps,
                      learning_rate=cfg.sft_learning_rate, per_device_train_batch_size=4,
@@ -816,9 +848,12 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     logger = StepLogger(out / "log.csv", reward, timer, samples_path=out / "samples.jsonl",
                         resumed_step=resumed_step)
     trainer_cls = _trainer_class()
-    from qrlib.engine import engine_start_guard
+    from qrlib import engine
 
-    with engine_start_guard():  # TRL's colocate mode starts its vLLM engine here
+    if args.use_vllm:  # the trainer starts its own engine: free the process's others first
+        engine.close_engines()
+
+    with engine.engine_start_guard():  # TRL's colocate mode starts its vLLM engine here
         trainer = trainer_cls(model=model, reward_funcs=[reward], args=args,
                               train_dataset=data, processing_class=tok,
                               peft_config=peft_config, callbacks=[logger, _CheckpointMarker()])
@@ -827,12 +862,17 @@ def _train(cfg: TrainConfig, *, env: Any = None,
         _push_weights_on_cpu(trainer)
     trainer.qrlib_dynamic_sampling = cfg.dynamic_sampling
     trainer.qrlib_autocast = resolve_autocast(cfg)
+    trainer.qrlib_shared_prompt = cfg.shared_prompt_pass
     trainer.qrlib_refill = build_prompts(rows, tok, template, seed=cfg.seed + 1,
                                          prefill=cfg.prefill).to_list()
     _GenTimer(trainer, timer)
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume)
     wall = time.perf_counter() - t0
+    gen = getattr(trainer, "vllm_generation", None)
+    if gen is not None and getattr(gen, "llm", None) is not None:
+        engine.shutdown(gen.llm)  # the engine's memory back before the next model loads
+        gen.llm = None
     trainer.save_model(str(out / "adapter"))
     tok.save_pretrained(str(out / "adapter"))
     summary = {"name": cfg.name, "model": cfg.model, "dtype": dtype,
@@ -870,7 +910,8 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
             engine.configure_env()
         extra.update(use_vllm=True, vllm_mode="colocate", vllm_enable_sleep_mode=False,
                      vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                     vllm_max_model_length=cfg.vllm_max_model_length)
+                     vllm_max_model_length=cfg.vllm_max_model_length,
+                     vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction)
         if cfg.stop:
             # the stop string stays in the completion, so the parser sees the closed JSON
             extra["generation_kwargs"] = {"stop": list(cfg.stop),
@@ -918,7 +959,9 @@ def _push_weights_on_cpu(trainer: Any) -> None:
     trainer.qrlib_pushes = 0
 
     def sync_weights() -> None:
-        push_weights(gen.llm, trainer.accelerator.unwrap_model(trainer.model))
+        # the engine started from the base folder, so only LoRA-adapted weights change
+        push_weights(gen.llm, trainer.accelerator.unwrap_model(trainer.model),
+                     adapted_only=True)
         trainer.qrlib_pushes += 1
 
     gen.sync_weights = sync_weights
@@ -936,22 +979,45 @@ def _trainer_class() -> type:
     groups kept with zero spread. Single-process only (on several processes a group may
     span devices); elsewhere it is switched off with a warning.
     """
-    from trl import GRPOTrainer
+    import contextlib
 
     import torch
+    from trl import GRPOTrainer
+
+    from qrlib.sharedprefix import groups_share_prompt, shared_prompt_logps
 
     class QrlibGRPOTrainer(GRPOTrainer):
         qrlib_dynamic_sampling = 0
         qrlib_autocast = False
+        qrlib_shared_prompt = False
         qrlib_refill: list[dict[str, Any]] = []
 
         def _get_per_token_logps_and_entropies(self, *a, **kw):  # type: ignore[override]
             # the loss and log-prob forward passes (and so their backward) in bf16 on CPUs
             # with native bf16 matmul; fp32 weights, so no precision is lost in the update
-            if not self.qrlib_autocast:
+            ctx = (torch.autocast("cpu", dtype=torch.bfloat16) if self.qrlib_autocast
+                   else contextlib.nullcontext())
+            with ctx:
+                shared = self._qrlib_shared_prompt_pass(*a, **kw)
+                if shared is not None:
+                    return shared
                 return super()._get_per_token_logps_and_entropies(*a, **kw)
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                return super()._get_per_token_logps_and_entropies(*a, **kw)
+
+        def _qrlib_shared_prompt_pass(self, model, input_ids, attention_mask, logits_to_keep,
+                                      batch_size=None, compute_entropy=False,
+                                      compute_aux_loss=False, **extra):
+            # each group's prompt once (qrlib.sharedprefix); None: TRL's own pass
+            if (not self.qrlib_shared_prompt or compute_aux_loss
+                    or any(v is not None for v in extra.values())):
+                return None
+            g = self.num_generations
+            p = input_ids.size(1) - logits_to_keep
+            if not groups_share_prompt(input_ids, attention_mask, p, g):
+                return None
+            logps, ents = shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep,
+                                              g, temperature=self.temperature,
+                                              compute_entropy=compute_entropy)
+            return logps, ents, None
 
         def _generate(self, *a, **kw):  # type: ignore[override]
             if not self.qrlib_autocast:

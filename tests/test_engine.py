@@ -125,3 +125,20 @@ def test_greedy_outputs_agree_with_the_hf_path_up_to_near_ties():
         assert gap < 0.05, f"outputs diverge at token {j} where the top-2 logit gap is {gap}"
     print(f"greedy fp32 engine vs HF fp32: {same}/{len(prompts)} identical")
     assert same >= len(prompts) // 2
+
+
+@pytest.mark.slow
+def test_stop_strings_end_completions_on_both_backends():
+    model, tok = policy.load_policy("smollm2")
+    prompts = [_chat(tok, q) for q in QUESTIONS[:3]]
+    try:
+        for be in ("hf", "vllm"):
+            outs = policy.generate(model, tok, prompts, max_new_tokens=40, backend=be,
+                                   stop=[" "])
+            # every completion ends at its first space (kept) or at the token budget
+            assert all(o.count(" ") <= 1 and (o.endswith(" ") or " " not in o)
+                       for o in outs), (be, outs)
+    finally:
+        engine.close_engines()
+    assert policy.cut_at_stop('a"} b"}', ['"}']) == 'a"}'
+    assert policy.cut_at_stop("abc", ["x"]) == "abc"

@@ -389,3 +389,22 @@ def test_vllm_asked_where_it_does_not_import_is_one_line(tmp_path, monkeypatch):
         T._grpo_args(cfg, batch=8, cuda=False, dtype="float32")
     monkeypatch.setenv("QRLIB_ROLLOUTS", "hf")
     assert not T._grpo_args(cfg, batch=8, cuda=False, dtype="float32").use_vllm
+
+
+def test_row_prefill_fills_columns_json_escaped_and_reaches_the_reward():
+    assert T.fill_prefill('{"query": "{question}%%', {"question": 'say "hi"'}) == \
+        '{"query": "say \\"hi\\"%%'
+    assert T.fill_prefill('{"query": "', {"question": "x"}) == '{"query": "'
+    assert T.fill_prefill("{nope} {question}", {"question": "q"}) == "{nope} q"
+
+    class Env:
+        records: list = []
+
+        def __call__(self, prompts, completions, **cols):
+            self.seen = completions
+            return [0.0] * len(completions)
+
+    env = Env()
+    r = T.TimedReward(env, "acqo", '{"query": "{question}%%')
+    r(["p", "p"], ['b"}', '"}'], question=["a", "c"], qid=["1", "2"])
+    assert env.seen == ['{"query": "a%%b"}', '{"query": "c%%"}']

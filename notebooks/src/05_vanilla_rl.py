@@ -40,7 +40,7 @@ eval_k = 100  # retrieval depth for evaluation (R@100)
 n_examples = 6  # before/after examples shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
 dtype = None  # policy weights: None picks bf16 on CUDA and on CPUs with native bf16 matmul, else fp32
-use_vllm = False  # TRL vLLM rollouts in colocate mode (CUDA only; gpu profile)
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
 
 # %% [markdown]
 # # 05 · Vanilla RL query rewriting (DeepRetrieval-style)
@@ -81,12 +81,14 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
+from qrlib import engine
 from qrlib import metrics, plots, policy, retrieval, rewards, rewrite
 from qrlib.env import RewardEnv
 from qrlib.train import load_config, log_scale, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
+print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
 torch.manual_seed(seed)
 if torch_threads:
     torch.set_num_threads(int(torch_threads))
@@ -251,7 +253,7 @@ for name in datasets:
             prompts_per_step=prompts_per_step, num_generations=num_generations,
             max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
             learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-            save_steps=max(1, train_steps // 4), seed=seed, dtype=dtype, use_vllm=use_vllm,
+            save_steps=max(1, train_steps // 4), seed=seed, dtype=dtype,
             n_queries=n_train_queries, n_distractors=n_distractors,
             reward_params={"k": reward_k, "lenient": lenient, "format_penalty": format_penalty}))
         t0 = time.perf_counter()

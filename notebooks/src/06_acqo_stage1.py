@@ -44,6 +44,7 @@ hnsw_m = 32  # dense training reward searches an HNSW index (ACQO A.1); evaluati
 hnsw_ef_construction = 200  # HNSW build effort
 n_examples = 6  # rollouts shown at the end
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
 
 # %% [markdown]
 # # 06 · ACQO Stage I: learning to decompose, rewarded by the best subset
@@ -88,6 +89,7 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
+from qrlib import engine
 from qrlib import plots, policy, prompts, retrieval, rows as qrows
 from qrlib.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
 from qrlib.decompose import heuristic_split
@@ -97,6 +99,7 @@ from qrlib.train import fmt_scale, load_config, log_scale, sft_target, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
+print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
 torch.manual_seed(seed)
 if torch_threads:
     torch.set_num_threads(int(torch_threads))

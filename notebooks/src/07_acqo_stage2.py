@@ -45,6 +45,7 @@ eval_autocast = False  # bf16 autocast of the greedy test decoding (16-19 % of a
 eval_batch_size = 8  # test questions decoded together (greedy)
 rule_row = True  # add a model-free row: the question plus qrlib.decompose.heuristic_split's sub-queries (headroom check)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
 
 # %% [markdown]
 # # 07 · ACQO Stage II and the test: does the trained decomposer beat the raw question?
@@ -85,6 +86,7 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
+from qrlib import engine
 from qrlib import metrics, plots, policy, retrieval, rows as qrows
 from qrlib.curriculum import (SubqueryProbe, generate_decompositions, keep_for_stage2,
                               search_fused, tau_by_question)
@@ -96,6 +98,7 @@ from qrlib.train import fmt_scale, load_config, log_scale, train
 from qrlib.core.io import load_json, save_json, save_table
 
 plots.setup()
+print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
 torch.manual_seed(seed)
 if torch_threads:
     torch.set_num_threads(int(torch_threads))

@@ -16,6 +16,7 @@ seed = 0  # seed for subsets, sampling and training
 data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
 model = "smollm2"  # policy for sampling and training: smollm2 | qwen2.5-coder-0.5b | hub id
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
 bootstrap = 10000  # paired-bootstrap resamples for every interval
 dense_model = "minilm"  # offline all-MiniLM-L6-v2; a hub id such as BAAI/bge-base-en-v1.5 on GPU
 # --- 1. strategy-guided prompting, best-of-N (SAGE Sec. 3.1, Fig. 3)
@@ -99,6 +100,7 @@ import pandas as pd
 import torch
 
 from qrlib import data as qdata
+from qrlib import engine
 from qrlib import metrics, plots, policy, published, retrieval, rewards, rewrite
 from qrlib.bestofn import best_of_n_curve, best_share
 from qrlib.env import RewardEnv
@@ -111,6 +113,7 @@ from qrlib.train import fmt_scale, load_config, log_scale, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
+print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
 torch.manual_seed(seed)
 if torch_threads:
     torch.set_num_threads(int(torch_threads))
