@@ -1,9 +1,10 @@
 """Log-probabilities of GRPO rollouts with each group's prompt computed once (issue 23 item 6).
 
 The G rollouts of a GRPO group share their prompt token for token. TRL's log-prob pass runs
-the backbone over ``G x (prompt + completion)`` tokens; here the prompt runs once per group
-with its key/value cache kept, the cache is repeated G times (``DynamicCache.
-batch_repeat_interleave``, differentiable) and only the completions run on top of it. The
+the backbone over ``G x (prompt + completion)`` tokens; here each distinct prompt runs once
+with its key/value cache kept, the cache is gathered back to one row per rollout
+(``DynamicCache.batch_select_indices``, differentiable) and only the completions run on top
+of it. Rows may come in any order (TRL shuffles the batch). The
 result is the same function of the weights (positions, masks and the causal structure are
 those of the concatenated sequence), so values and gradients agree with TRL's pass up to
 floating-point summation order; a test checks both. With prompts of ~140 tokens and
@@ -14,14 +15,22 @@ from __future__ import annotations
 from typing import Any
 
 
-def groups_share_prompt(input_ids: Any, attention_mask: Any, prompt_len: int, g: int) -> bool:
-    """Whether every run of ``g`` consecutive rows has the same prompt tokens and mask."""
-    n = input_ids.size(0)
-    if g < 2 or n % g or prompt_len < 1:
-        return False
-    ids = input_ids[:, :prompt_len].reshape(n // g, g, prompt_len)
-    mask = attention_mask[:, :prompt_len].reshape(n // g, g, prompt_len)
-    return bool((ids == ids[:, :1]).all() and (mask == mask[:, :1]).all())
+def prompt_groups(input_ids: Any, attention_mask: Any, prompt_len: int) -> tuple[Any, Any] | None:
+    """Rows with the same prompt (tokens and mask of the first ``prompt_len`` positions), in
+    any order (TRL shuffles a generation batch before the update): ``(first, inverse)``,
+    one representative row per distinct prompt and each row's prompt index; ``None``
+    when no two rows share a prompt (nothing to save)."""
+    import torch
+
+    if prompt_len < 1:
+        return None
+    key = torch.cat([input_ids[:, :prompt_len], attention_mask[:, :prompt_len]], dim=1)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+    if uniq.size(0) == input_ids.size(0):
+        return None
+    first = torch.empty(uniq.size(0), dtype=torch.long, device=input_ids.device)
+    first[inverse] = torch.arange(input_ids.size(0), device=input_ids.device)
+    return first, inverse
 
 
 def causal_lm_parts(model: Any) -> tuple[Any, Any]:
@@ -35,24 +44,26 @@ def causal_lm_parts(model: Any) -> tuple[Any, Any]:
 
 
 def shared_prompt_logps(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int,
-                        g: int, *, temperature: float = 1.0, compute_entropy: bool = False,
+                        groups: tuple[Any, Any], *, temperature: float = 1.0,
+                        compute_entropy: bool = False,
                         rows_per_chunk: int = 8) -> tuple[Any, Any]:
     """Per-token log-probs (and entropies) of the last ``logits_to_keep`` tokens of each row,
-    each group's prompt run once. Rows ``[i*g, (i+1)*g)`` must share the prompt
-    (:func:`groups_share_prompt`). Logits are divided by ``temperature`` as TRL's are."""
+    each distinct prompt run once. ``groups`` is :func:`prompt_groups`'s ``(first,
+    inverse)``. Logits are divided by ``temperature`` as TRL's are."""
     import torch
 
+    first_rows, inverse = groups
     backbone, lm_head = causal_lm_parts(model)
     p = input_ids.size(1) - logits_to_keep
-    uniq_ids, uniq_mask = input_ids[::g, :p], attention_mask[::g, :p]
-    first = backbone(input_ids=uniq_ids, attention_mask=uniq_mask, use_cache=True)
+    first = backbone(input_ids=input_ids[first_rows, :p],
+                     attention_mask=attention_mask[first_rows, :p], use_cache=True)
     cache = first.past_key_values
-    cache.batch_repeat_interleave(g)
+    cache.batch_select_indices(inverse)  # each row's prompt cache (a differentiable gather)
     comp = input_ids[:, p:]
     second = backbone(input_ids=comp, attention_mask=attention_mask, past_key_values=cache,
                       use_cache=True)
     # hidden state before each completion token: the prompt's last, then the completion's
-    hidden = torch.cat([first.last_hidden_state[:, -1:].repeat_interleave(g, 0),
+    hidden = torch.cat([first.last_hidden_state[inverse, -1:],
                         second.last_hidden_state[:, :-1]], dim=1)
     logps, ents = [], []
     for s in range(0, hidden.size(0), rows_per_chunk):  # bounds the (rows, T, vocab) logits

@@ -889,7 +889,8 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "log": str(out / "log.csv"), "train_loss": getattr(result, "training_loss", None),
                "torch_threads": torch.get_num_threads(),
                "rollouts_backend": rollout_backend(cfg),
-               "weight_pushes": getattr(trainer, "qrlib_pushes", None)}
+               "weight_pushes": getattr(trainer, "qrlib_pushes", None),
+               "shared_prompt_passes": getattr(trainer, "qrlib_shared_passes", 0)}
     if trainer.accelerator.is_main_process:
         save_json(summary, out / "summary.json")
     return summary
@@ -984,7 +985,7 @@ def _trainer_class() -> type:
     import torch
     from trl import GRPOTrainer
 
-    from qrlib.sharedprefix import groups_share_prompt, shared_prompt_logps
+    from qrlib.sharedprefix import prompt_groups, shared_prompt_logps
 
     class QrlibGRPOTrainer(GRPOTrainer):
         qrlib_dynamic_sampling = 0
@@ -1010,12 +1011,12 @@ def _trainer_class() -> type:
             if (not self.qrlib_shared_prompt or compute_aux_loss
                     or any(v is not None for v in extra.values())):
                 return None
-            g = self.num_generations
-            p = input_ids.size(1) - logits_to_keep
-            if not groups_share_prompt(input_ids, attention_mask, p, g):
+            groups = prompt_groups(input_ids, attention_mask, input_ids.size(1) - logits_to_keep)
+            if groups is None:
                 return None
+            self.qrlib_shared_passes = getattr(self, "qrlib_shared_passes", 0) + 1
             logps, ents = shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep,
-                                              g, temperature=self.temperature,
+                                              groups, temperature=self.temperature,
                                               compute_entropy=compute_entropy)
             return logps, ents, None
 

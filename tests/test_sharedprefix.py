@@ -7,15 +7,17 @@ import pytest
 from qrlib import sharedprefix as SP
 
 
-def test_groups_share_prompt_detects_a_differing_row():
+def test_prompt_groups_in_any_order():
     import torch
 
-    ids = torch.tensor([[0, 5, 6, 9], [0, 5, 6, 8], [7, 7, 7, 1], [7, 7, 7, 2]])
+    ids = torch.tensor([[7, 7, 7, 1], [0, 5, 6, 9], [7, 7, 7, 2], [0, 5, 6, 8]])
     mask = torch.ones_like(ids)
-    assert SP.groups_share_prompt(ids, mask, 3, 2)
-    ids[1, 1] = 4
-    assert not SP.groups_share_prompt(ids, mask, 3, 2)
-    assert not SP.groups_share_prompt(ids, mask, 3, 3)  # 4 rows are not groups of 3
+    first, inv = SP.prompt_groups(ids, mask, 3)
+    assert inv[0] == inv[2] and inv[1] == inv[3] and inv[0] != inv[1]
+    assert (ids[first[inv], :3] == ids[:, :3]).all()
+    mask[3, 0] = 0  # same tokens, another mask: another prompt
+    assert len(SP.prompt_groups(ids, mask, 3)[0]) == 3
+    assert SP.prompt_groups(ids[:2], mask[:2], 3) is None  # nothing shared
 
 
 def _full_pass(model, ids, mask, keep, temperature):
@@ -58,14 +60,16 @@ def test_shared_prompt_pass_equals_the_full_pass_in_value_and_gradient():
             rows.append([pad] * (width - len(pr)) + pr + c + [pad] * (keep - len(c)))
             masks.append([0] * (width - len(pr)) + [1] * len(pr) + [1] * len(c)
                          + [0] * (keep - len(c)))
-    ids, mask = torch.tensor(rows), torch.tensor(masks)
+    order = torch.tensor([3, 0, 5, 1, 4, 2])  # shuffled, as TRL hands the batch over
+    ids, mask = torch.tensor(rows)[order], torch.tensor(masks)[order]
     cmask = mask[:, -keep:].float()
-    assert SP.groups_share_prompt(ids, mask, width, 3)
+    groups = SP.prompt_groups(ids, mask, width)
+    assert groups is not None and len(groups[0]) == 2
 
     params = [p for p in peft.parameters() if p.requires_grad]
     ref = _full_pass(peft, ids, mask, keep, 0.8)
     g_ref = torch.autograd.grad((ref * cmask).sum(), params)
-    got, ent = SP.shared_prompt_logps(peft, ids, mask, keep, 3, temperature=0.8,
+    got, ent = SP.shared_prompt_logps(peft, ids, mask, keep, groups, temperature=0.8,
                                       compute_entropy=True, rows_per_chunk=2)
     g_got = torch.autograd.grad((got * cmask).sum(), params)
     assert got.shape == ref.shape and ent.shape == ref.shape

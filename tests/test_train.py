@@ -89,6 +89,7 @@ def test_tiny_cli_run_then_resume(tmp_path):
     assert second.returncode == 0, second.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resumed_from"].endswith("checkpoint-2") and summary["steps"] == 3
+    assert summary["shared_prompt_passes"] >= 1  # the group's prompt ran once (sharedprefix)
     with open(out / "log.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [int(r["step"]) for r in rows] == [1, 2, 3]

@@ -27,6 +27,7 @@ num_generations = 4  # rollouts per question (the GRPO group; ACQO A.2: 8)
 max_completion_length = 24  # token budget of one rollout (ACQO A.2: 256)
 temperature = 1.0  # rollout sampling temperature (ACQO A.2: 0.8)
 top_p = 1.0  # rollout nucleus sampling (ACQO A.2: 0.8)
+stop = ['"}']  # a rollout ends when it closes the JSON answer (vLLM rollouts; kept in the completion)
 learning_rate = 5e-5  # LoRA learning rate (ACQO A.2: 1e-6 for full fine-tuning)
 lora_r = 16  # LoRA rank
 eta = 0.6  # decay over gold documents, ACQO Eq. 4 (0.6 for HotpotQA, A.2)
@@ -250,6 +251,7 @@ if warm_start_samples:
             "sub-queries per valid sample": np.mean(n_sub) if n_sub else 0.0,
             "mean sample score": float(np.mean(scores)),
             "question-as-is score": float(np.mean(copies)),
+            "questions with a target": len(chosen),
             "target is a sample": (len(chosen) - n_rule) / len(targets),
             "target is the rule split": n_rule / len(targets),
             "copy targets in SFT": (len(targets) - len(chosen)) if warm_start_copy_targets else 0,
@@ -292,7 +294,7 @@ for kind in retrievers:
         max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
         learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
         dynamic_sampling=dynamic_sampling, save_steps=max(1, train_steps // 4), seed=seed,
-        retriever=kind, sft_steps=sft_steps if warm_start_samples else 0,
+        retriever=kind, stop=list(stop), sft_steps=sft_steps if warm_start_samples else 0,
         sft_learning_rate=sft_learning_rate))
     t0 = time.perf_counter()
     SUMMARIES[kind] = s = train(cfg, env=make_env(kind), rows=WARM_ROWS[kind])
@@ -312,11 +314,15 @@ save_json({"summaries": SUMMARIES, "train_rows": TRAIN_ROWS, "prompt": prompt,
 # Per step: the mean reward, the mean number of sub-queries, and the nDCG@10 of the fused
 # list next to that of the best single sub-query. ACQO reports that the number of
 # sub-queries first rises (exploration) and then settles, and that the fused list ends up
-# above the best single sub-query.
+# above the best single sub-query. Two more panels say whether the step could teach
+# anything: the share of groups whose 8 rollouts all got the same reward (their GRPO
+# advantages are all zero; DAPO's dynamic sampling replaces them when it is on) and the
+# share of well-formed rollouts (a reward that mostly measures format is not a retrieval
+# signal).
 
 # %%
 LOGS = {k: pd.read_csv(run_dir / "rl" / CONFIGS[k] / "log.csv") for k in retrievers}
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+fig, axes = plt.subplots(1, 5, figsize=(21, 3.6))
 for i, (kind, log) in enumerate(LOGS.items()):
     c = f"C{i}"
     axes[0].plot(log.step, log.reward, color=c, alpha=0.35)
@@ -330,6 +336,12 @@ for i, (kind, log) in enumerate(LOGS.items()):
     if "part/best_sub_ndcg@10" in log:
         axes[2].plot(log.step, log["part/best_sub_ndcg@10"].rolling(4, min_periods=1).mean(),
                      color=c, ls="--", label=f"{kind}: best single sub-query")
+    axes[3].plot(log.step, log.frac_reward_zero_std.rolling(4, min_periods=1).mean(), color=c,
+                 label=kind)
+    axes[4].plot(log.step, log.format_valid.rolling(4, min_periods=1).mean(), color=c,
+                 label=kind)
+axes[3].set(xlabel="training step", ylabel="groups with zero reward spread", ylim=(-0.05, 1.05))
+axes[4].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
 axes[0].set(xlabel="training step", ylabel="Stage I reward G(I) (rolling mean of 4)")
 axes[1].set(xlabel="training step", ylabel="sub-queries per rollout")
 axes[2].set(xlabel="training step", ylabel="nDCG@10 (rolling mean of 4)")
@@ -339,7 +351,8 @@ for ax in axes:
 fig.tight_layout()
 plots.save_figure(fig, "06_stage1_curves", figures_dir,
                   caption="ACQO Stage I training curves: reward, sub-queries per rollout, fused "
-                          "vs best single sub-query nDCG@10 (ACQO Fig. 4)",
+                          "vs best single sub-query nDCG@10 (ACQO Fig. 4), share of groups "
+                          "with zero reward spread, format validity",
                   profile=profile,
                   setting=f"{'+'.join(train_datasets)} train, {model}; from the logs: "
                           + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
