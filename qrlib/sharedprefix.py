@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from qrlib.errors import QrlibError
+
 
 def prompt_groups(input_ids: Any, attention_mask: Any, prompt_len: int) -> tuple[Any, Any] | None:
     """Rows with the same prompt (tokens and mask of the first ``prompt_len`` positions), in
@@ -54,6 +56,9 @@ def shared_prompt_logps(model: Any, input_ids: Any, attention_mask: Any, logits_
 
     first_rows, inverse = groups
     backbone, lm_head = causal_lm_parts(model)
+    if getattr(backbone, "gradient_checkpointing", False) and backbone.training:
+        raise QrlibError("the shared-prompt pass needs the prompt's cache, which gradient "
+                         "checkpointing turns off; disable one of them")
     p = input_ids.size(1) - logits_to_keep
     first = backbone(input_ids=input_ids[first_rows, :p],
                      attention_mask=attention_mask[first_rows, :p], use_cache=True)

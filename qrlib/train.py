@@ -610,7 +610,7 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[
                      learning_rate=cfg.sft_learning_rate, per_device_train_batch_size=4,
                      logging_steps=1, save_strategy="no", report_to="none", seed=cfg.seed,
                      use_cpu=not _cuda(), bf16=_cuda(), completion_only_loss=True,
-                     disable_tqdm=True)
+                     disable_tqdm=True, gradient_checkpointing=_checkpointing(cfg))
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(out),
                          processing_class=tok, peft_config=peft_config)
     _quiet_progress(trainer)
@@ -630,6 +630,14 @@ def sft_target(query: str, fmt: str) -> str:
     if fmt == "plain":
         return query
     return body
+
+
+def _checkpointing(cfg: TrainConfig) -> bool:
+    """Gradient checkpointing of the SFT and RL passes: ``cfg.gradient_checkpointing``, else
+    on with CUDA and off on the CPU. One value for both trainers: TRL's SFT default (on) was
+    left switched on in the model for the RL stage, which then could not keep the prompt's
+    cache for the shared-prompt pass."""
+    return _cuda() if cfg.gradient_checkpointing is None else bool(cfg.gradient_checkpointing)
 
 
 def _cuda() -> bool:
@@ -933,8 +941,7 @@ def _grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
         scale_rewards=g["scale_rewards"], logging_steps=1, save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, report_to="none", seed=cfg.seed,
         use_cpu=not cuda, bf16=cuda and dtype == "bfloat16",
-        gradient_checkpointing=(cuda if cfg.gradient_checkpointing is None
-                                else cfg.gradient_checkpointing),
+        gradient_checkpointing=_checkpointing(cfg),
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0, **extra)
 
 
@@ -985,7 +992,7 @@ def _trainer_class() -> type:
     import torch
     from trl import GRPOTrainer
 
-    from qrlib.sharedprefix import prompt_groups, shared_prompt_logps
+    from qrlib.sharedprefix import causal_lm_parts, prompt_groups, shared_prompt_logps
 
     class QrlibGRPOTrainer(GRPOTrainer):
         qrlib_dynamic_sampling = 0
@@ -1011,6 +1018,8 @@ def _trainer_class() -> type:
             if (not self.qrlib_shared_prompt or compute_aux_loss
                     or any(v is not None for v in extra.values())):
                 return None
+            if getattr(causal_lm_parts(model)[0], "gradient_checkpointing", False):
+                return None  # no prompt cache under checkpointing: TRL's own pass
             groups = prompt_groups(input_ids, attention_mask, input_ids.size(1) - logits_to_keep)
             if groups is None:
                 return None

@@ -78,3 +78,25 @@ def test_shared_prompt_pass_equals_the_full_pass_in_value_and_gradient():
     num = sum(((a - b) ** 2).sum() for a, b in zip(g_got, g_ref)) ** 0.5
     den = sum((b ** 2).sum() for b in g_ref) ** 0.5
     assert den > 0 and (num / den).item() < 1e-3, f"relative gradient error {(num / den).item()}"
+
+
+def test_gradient_checkpointing_is_refused_in_one_line():
+    import torch
+
+    class Backbone(torch.nn.Module):
+        gradient_checkpointing = True
+
+    class LM(torch.nn.Module):
+        base_model_prefix = "model"
+
+        def __init__(self):
+            super().__init__()
+            self.model = Backbone()
+
+        def get_output_embeddings(self):
+            return None
+
+    ids = torch.zeros((2, 3), dtype=torch.long)
+    with pytest.raises(SP.QrlibError, match="gradient checkpointing"):
+        SP.shared_prompt_logps(LM().train(), ids, torch.ones_like(ids), 1,
+                               (torch.tensor([0]), torch.tensor([0, 0])))

@@ -124,6 +124,8 @@ def test_sft_warm_start_then_one_grpo_step(tmp_path):
                          "save_steps": 1})
     s = T.train(cfg, env=env, queries={"1": "vitamin d bone", "2": "aspirin heart"})
     assert s["steps"] == 1
+    # SFT leaves gradient checkpointing off on the CPU, so RL's shared-prompt pass runs
+    assert s["shared_prompt_passes"] >= 1
     assert (tmp_path / "rl" / "sft" / "adapter" / "adapter_config.json").exists()
     assert len(env.records) == 2
 
