@@ -64,6 +64,42 @@ def run_paths(name: str, root: Path | None = None) -> dict[str, Path]:
     }
 
 
+@contextlib.contextmanager
+def published_outputs_guard(name: str, folders: list[Path]) -> Any:
+    """Keep a copy of notebook ``name``'s published outputs (``NN_*`` files in ``folders``)
+    while it runs; ``guard.restore()`` puts them back exactly (files it added removed), so
+    a notebook that fails half-way leaves no half-written tables or figures behind."""
+    import shutil
+    import tempfile
+
+    prefix = name.split("_", 1)[0] + "_"
+    with tempfile.TemporaryDirectory(prefix="qrlib-outputs-") as tmp:
+        saved: dict[Path, Path] = {}
+        for i, folder in enumerate(folders):
+            for f in sorted(Path(folder).glob(prefix + "*")):
+                if f.is_file():
+                    saved[f] = Path(tmp) / str(i) / f.name
+                    saved[f].parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(f, saved[f])
+
+        class Guard:
+            def restore(self) -> int:
+                """Restore the saved outputs; returns how many files were changed back."""
+                n = 0
+                for folder in folders:
+                    for f in Path(folder).glob(prefix + "*"):
+                        if f.is_file() and f not in saved:
+                            f.unlink()
+                            n += 1
+                for f, copy_ in saved.items():
+                    if not f.exists() or f.read_bytes() != copy_.read_bytes():
+                        shutil.copy2(copy_, f)
+                        n += 1
+                return n
+
+        yield Guard()
+
+
 # --------------------------------------------------------------------------- notebooks
 def notebook_names() -> list[str]:
     """Notebook stems in run order (``NN_name``), from ``notebooks/src/*.py``."""
@@ -488,7 +524,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                    "QRLIB_READ_WATCH": os.pathsep.join(map(str, watch))}
             old_env = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
-            with _PeakMemory() as mem:
+            with _PeakMemory() as mem, published_outputs_guard(
+                    name, [paths["tables_dir"], paths["figures_dir"]]) as guard:
                 try:
                     executed = pm.execute_notebook(
                         _with_incomplete_banner(NOTEBOOK_DIR / f"{name}.ipynb"),
@@ -505,6 +542,11 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                             os.environ.pop(k, None)
                         else:
                             os.environ[k] = v
+                if status != "ok":  # a failed notebook publishes nothing
+                    changed = guard.restore()
+                    if changed:
+                        print(f"[qrlib] {name}: failed; {changed} published table/figure "
+                              f"file(s) put back as they were", flush=True)
             wall = time.perf_counter() - start
             row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
                    "peak_rss_mb": round(mem.peak / 2**20),

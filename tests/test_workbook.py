@@ -518,3 +518,19 @@ def test_published_notebooks_hold_no_absolute_repository_path(tmp_path):
     text = f"wrote {root}/runs/cpu/x.json; data {tmp_path}/shared/data/scifact; cwd {root}"
     assert relative_paths(text, root) == ("wrote runs/cpu/x.json; data ../shared/data/scifact; "
                                           "cwd .")
+
+
+def test_a_failed_notebook_leaves_its_published_outputs_as_they_were(tmp_path):
+    tables, figures = tmp_path / "tables", tmp_path / "figures"
+    tables.mkdir()
+    figures.mkdir()
+    (tables / "06_a.csv").write_text("old\n")
+    (tables / "07_b.csv").write_text("other notebook\n")
+    with wb.published_outputs_guard("06_acqo_stage1", [tables, figures]) as guard:
+        (tables / "06_a.csv").write_text("half-written\n")
+        (figures / "06_new.pdf").write_bytes(b"%PDF")
+        (tables / "07_b.csv").write_text("not ours to restore\n")
+        assert guard.restore() == 2
+    assert (tables / "06_a.csv").read_text() == "old\n"
+    assert not (figures / "06_new.pdf").exists()
+    assert (tables / "07_b.csv").read_text() == "not ours to restore\n"
