@@ -20,6 +20,12 @@ QUESTIONS = ["heart attack symptoms in women", "who directed the film Alien",
              "when did the Berlin wall fall", "best treatment for migraine"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _close_engines_after_the_module():
+    yield  # the fp32 engine started by one test serves the next (each start costs ~40 s)
+    engine.close_engines()
+
+
 def _chat(tok, q: str) -> str:
     msgs = [{"role": "user", "content": f"Rewrite this search query for a search engine: {q}"}]
     return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
@@ -104,10 +110,7 @@ def test_greedy_outputs_agree_with_the_hf_path_up_to_near_ties():
     model, tok = policy.load_policy("smollm2")
     prompts = [_chat(tok, q) for q in QUESTIONS]
     hf = policy.generate(model, tok, prompts, max_new_tokens=24, backend="hf")
-    try:
-        vl = policy.generate(model, tok, prompts, max_new_tokens=24, backend="vllm")
-    finally:
-        engine.close_engines()
+    vl = policy.generate(model, tok, prompts, max_new_tokens=24, backend="vllm")
     same = 0
     for p, a, b in zip(prompts, hf, vl):
         if a == b:
@@ -131,14 +134,10 @@ def test_greedy_outputs_agree_with_the_hf_path_up_to_near_ties():
 def test_stop_strings_end_completions_on_both_backends():
     model, tok = policy.load_policy("smollm2")
     prompts = [_chat(tok, q) for q in QUESTIONS[:3]]
-    try:
-        for be in ("hf", "vllm"):
-            outs = policy.generate(model, tok, prompts, max_new_tokens=40, backend=be,
-                                   stop=[" "])
-            # every completion ends at its first space (kept) or at the token budget
-            assert all(o.count(" ") <= 1 and (o.endswith(" ") or " " not in o)
-                       for o in outs), (be, outs)
-    finally:
-        engine.close_engines()
+    for be in ("hf", "vllm"):
+        outs = policy.generate(model, tok, prompts, max_new_tokens=40, backend=be, stop=[" "])
+        # every completion ends at its first space (kept) or at the token budget
+        assert all(o.count(" ") <= 1 and (o.endswith(" ") or " " not in o)
+                   for o in outs), (be, outs)
     assert policy.cut_at_stop('a"} b"}', ['"}']) == 'a"}'
     assert policy.cut_at_stop("abc", ["x"]) == "abc"
