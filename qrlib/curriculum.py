@@ -40,12 +40,11 @@ def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[s
     from qrlib.policy import generate
     from qrlib.prompts import as_template, render_prompt
 
-    from qrlib.engine import backend
+    from qrlib.engine import chunk_size
 
     template = as_template(prompt)
     out: list[dict[str, Any]] = []
-    if backend() == "vllm":  # the engine schedules its own batches: hand it everything
-        batch_size = max(batch_size, len(rows))
+    batch_size = chunk_size(batch_size, len(rows))
     starts = range(0, len(rows), batch_size)
     if progress:
         from tqdm.auto import tqdm

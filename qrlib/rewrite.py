@@ -42,8 +42,7 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
         raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
     qids = list(queries)
     rows = []
-    if engine.backend() == "vllm":  # the engine schedules its own batches
-        batch_size = max(batch_size, len(qids))
+    batch_size = engine.chunk_size(batch_size, len(qids))
     starts = range(0, len(qids), batch_size)
     if progress:
         from tqdm.auto import tqdm
@@ -103,9 +102,7 @@ def sample_rewrites(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
     fmt = fmt or meta.get("fmt", "deepretrieval-nothink")
     prefill = meta.get("prefill", "") if prefill is None else prefill
     qids = list(queries)
-    per_batch = max(1, batch_size // n)
-    if engine.backend() == "vllm":
-        per_batch = max(per_batch, len(qids))
+    per_batch = engine.chunk_size(max(1, batch_size // n), len(qids))
     rows: list[dict[str, Any]] = []
     starts = range(0, len(qids), per_batch)
     if progress:

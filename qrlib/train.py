@@ -285,10 +285,12 @@ class TimedReward:
         from qrlib.parsing import completion_text, parse_completion
 
         t0 = time.perf_counter()
-        keys = [k for k in columns if isinstance(columns[k], list)
-                and len(columns[k]) == len(completions)]
-        pre = [fill_prefill(self.prefill, {k: columns[k][i] for k in keys})
-               for i in range(len(completions))]
+        pre = [self.prefill] * len(completions)
+        if "{" in self.prefill:  # row placeholders: fill them from this row's columns
+            keys = [k for k in columns if isinstance(columns[k], list)
+                    and len(columns[k]) == len(completions)]
+            pre = [fill_prefill(self.prefill, {k: columns[k][i] for k in keys})
+                   for i in range(len(completions))]
         texts = [p + completion_text(c) for p, c in zip(pre, completions)]
         if self.prefill:  # the env must parse what the model's answer really was
             completions = texts
