@@ -125,6 +125,21 @@ class Doc:
         return (f"{self.n(diff, signed=True)} [{self.n(lo, signed=True)}, "
                 f"{self.n(hi, signed=True)}]")
 
+    def scale(self, r: Any) -> str:
+        """A row's training scale (:data:`qrlib.scale.SCALE_COLUMNS`): ``"64 RL + 24 SFT
+        steps, 200 q, 1,100 rollouts, 31 min"``, ``"untrained"``, or ``–`` for a table
+        written before it carried the scale."""
+        from qrlib.scale import missing_scale
+
+        if missing_scale(list(r.index)):
+            return "–"
+        if not (r["RL steps"] or r["SFT steps"]):
+            return "untrained" if r["policy"] != "-" else "no model"
+        steps = f"{int(r['RL steps'])} RL" + (f" + {int(r['SFT steps'])} SFT"
+                                               if r["SFT steps"] else "")
+        return (f"{steps} steps, {int(r['train queries'])} q, {int(r['rollouts']):,} rollouts, "
+                f"{self.n(r['train min'], '.0f')} min")
+
     def pub(self, paper: str, table: str, **kw):
         from qrlib import published
 
@@ -463,16 +478,17 @@ def _acqo(d: Doc) -> str:
         rows.append([r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]), d.n(r["R@10"]),
                      d.n(r["sub-queries"], ".2f"),
                      d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi),
-                     str(r["wins/losses"])])
+                     str(r["wins/losses"]), d.scale(r)])
     table = _md_table(["test set", "retriever", "model", "nDCG@10", "R@10", "sub-queries",
-                       "Δ nDCG@10 vs raw [95% CI]", "wins/losses"], rows)
+                       "Δ nDCG@10 vs raw [95% CI]", "wins/losses", "training scale"], rows)
     verdicts = []
     for (name, kind), g in res.groupby(["dataset", "retriever"], sort=False):
         for _, r in g[g.model.str.startswith("ACQO")].iterrows():
             verdicts.append(f"{name} / {kind}: {r.model} {verdict(r.lo, r.hi)} the raw question")
     tail = ("\n\nPer test set and retriever: " + "; ".join(verdicts) + ". " if verdicts else "\n\n")
-    tail += ("The interval is a 95% paired bootstrap over questions; settings are far below "
-             "ACQO's (0.5B policy, a few RL steps on CPU); `07_acqo_vs_rows.md` compares ACQO "
+    tail += ("The interval is a 95% paired bootstrap over questions; the training scale "
+             "(read from the runs' logs) is far below ACQO's (a 3B policy trained for epochs on "
+             "85k questions); `07_acqo_vs_rows.md` compares ACQO "
              "with every other row"
              + (" and `07_vs_paper_table3.md` sets HotpotQA next to the paper."
                 if d.has("07_vs_paper_table3") else

@@ -175,6 +175,25 @@ def test_07_acqo_tau_filter_and_raw_row(rec):
             assert lo <= d + 1e-12 and d <= hi + 1e-12, key
 
 
+def test_07_every_row_states_its_training_scale(smoke_run):
+    """Issue 24 item 5: the scale columns are read from the runs' logs (smoke: Stage I 2
+    steps, Stage II 1 step, vanilla RL 1 step), zero for the untrained rows."""
+    from qrlib.scale import missing_scale
+
+    _, _, paths = smoke_run
+    res = read_table(paths["tables_dir"] / "07_acqo_results.csv")
+    res = res[res.dataset == "2wikimultihopqa-mini"].set_index("model")
+    assert not missing_scale(res.columns)
+    assert res.loc["ACQO: Stage I+II (bm25-trained)", "RL steps"] == 3
+    assert res.loc["Stage I (bm25-trained)", "RL steps"] == 2
+    assert res.loc["vanilla RL (bm25-trained, one query)", "RL steps"] == 1
+    assert res.loc["vanilla RL (bm25-trained, one query)", "SFT steps"] == 0
+    assert res.loc["raw question", "RL steps"] == 0 and res.loc["raw question", "policy"] == "-"
+    acqo = res.loc["ACQO: Stage I+II (bm25-trained)"]
+    assert acqo["rollouts"] >= 3 * 2 and acqo["train min"] > 0  # 3 steps x 1 question x 2
+    assert 1 <= acqo["train queries"] <= 6 and (res["test queries"] == 4).all()
+
+
 def test_11_evidence_hits_grow_with_depth_and_injection_is_a_rate(rec):
     r = rec["11_deepretrieval_tasks"]
     for name in ("hotpotqa-large", "2wikimultihopqa-mini"):

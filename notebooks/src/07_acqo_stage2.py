@@ -45,6 +45,10 @@ eval_autocast = False  # bf16 autocast of the greedy test decoding (16-19 % of a
 eval_batch_size = 8  # test questions decoded together (greedy)
 rule_row = True  # add a model-free row: the question plus qrlib.decompose.heuristic_split's sub-queries (headroom check)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+stop = ['"}']  # a rollout ends when it closes the JSON answer (kept in the completion)
+vanilla_rl = False  # also train the single-query baseline: no decomposition, plain nDCG@10 reward
+vanilla_prompt = "acqo/no-decompose"  # its prompt (one query, same JSON answer format)
+vanilla_steps = None  # its RL steps; None means the budget of ACQO's Stage I + Stage II steps taken
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
 
 # %% [markdown]
@@ -93,6 +97,7 @@ from qrlib.curriculum import (SubqueryProbe, generate_decompositions, keep_for_s
 from qrlib.decompose import heuristic_split
 from qrlib.env import RewardEnv
 from qrlib.record import Recorder
+from qrlib.scale import SCALE_COLUMNS, scale_columns
 from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.train import fmt_scale, load_config, log_scale, train
 from qrlib.core.io import load_json, save_json, save_table
@@ -217,7 +222,7 @@ for kind in retrievers:
         max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
         learning_rate=learning_rate, init_adapter=S1["summaries"][kind]["adapter"],
         dynamic_sampling=dynamic_sampling, save_steps=max(1, train_steps // 4), seed=seed,
-        retriever=kind))
+        retriever=kind, stop=list(stop)))
     env = SubqueryProbe(acqo_env(kind, "acqo_stage2", TRAIN_RETR[kind], lam=lam,
                                  k_star=k_star), k=10)
     t0 = time.perf_counter()
@@ -227,6 +232,38 @@ for kind in retrievers:
     NAMES[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "n_train_questions")})
 save_json({"summaries": SUMMARIES, "tau": TAU, "kept": KEPT}, out_dir / "stage2.json")
+
+# %% [markdown]
+# ### The baseline at the same budget: vanilla RL without decomposition
+#
+# Is it the decomposition that helps, or just RL on the retriever's reward? With
+# `vanilla_rl`, the same policy learns to write **one** query (prompt `vanilla_prompt`, at
+# most one sub-query) from the plain reward $\mathrm{nDCG@10}$ of its own list (0 for an
+# unusable answer), with DAPO, the same questions, sampling, learning rate and rollouts
+# per step, for as many optimizer steps as ACQO's Stage I and Stage II took together
+# (`vanilla_steps` overrides), from the base model (no cold start: a single query needs no
+# seeding of splits).
+
+# %%
+VANILLA = {}
+if vanilla_rl:
+    from qrlib.train import log_scale as _ls
+
+    for kind in retrievers:
+        budget = vanilla_steps or (
+            _ls(pd.read_csv(run_dir / "rl" / f"acqo-stage1-{kind}" / "log.csv"))["steps"]
+            + _ls(pd.read_csv(run_dir / "rl" / NAMES[kind] / "log.csv"))["steps"])
+        cfg = load_config(dict(
+            name=f"vanilla-rl-{kind}", run_dir=str(run_dir), model=model, prompt=vanilla_prompt,
+            prefill=PREFILL, reward="ndcg", algorithm="dapo", max_steps=int(budget),
+            prompts_per_step=prompts_per_step, num_generations=num_generations,
+            max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
+            learning_rate=learning_rate, dynamic_sampling=dynamic_sampling,
+            save_steps=max(1, int(budget) // 4), seed=seed, retriever=kind, stop=list(stop)))
+        env = RewardEnv(TRAIN_RETR[kind], QRELS, reward="ndcg", fmt="acqo", k=10,
+                        max_subqueries=1)
+        VANILLA[kind] = s = train(cfg, env=env, rows=TRAIN_ROWS)
+        print(f"vanilla RL ({kind}):", {k: s[k] for k in ("steps", "train_seconds")})
 
 # %% [markdown]
 # ### Both stages on one axis
@@ -314,6 +351,9 @@ for kind in retrievers:
                                                        PROMPT)
     MODELS[f"Stage I ({kind}-trained)"] = (S1["summaries"][kind]["adapter"], PROMPT)
     MODELS[f"ACQO: Stage I+II ({kind}-trained)"] = (SUMMARIES[kind]["adapter"], PROMPT)
+    if kind in VANILLA:
+        MODELS[f"vanilla RL ({kind}-trained, one query)"] = (VANILLA[kind]["adapter"],
+                                                             vanilla_prompt)
 DECOMP = {}  # (model label, dataset) -> list of dicts
 for label, (adapter, prm) in MODELS.items():
     m, tok = policy.load_policy(model, adapter=adapter)
@@ -369,6 +409,26 @@ for name in test_datasets:
                         "fusion ms/query": 1000 * t["fusion"] / len(dec),
                         "generated tokens": np.mean([d["gen_tokens"] for d in dec])})
 
+def _log(run):
+    return pd.read_csv(run_dir / "rl" / run / "log.csv")
+
+
+# what trained each row: (policy, RL logs, SFT steps, SFT questions); scale from the logs
+TRAINED_BY = {"raw question": (None, [], 0, 0), RULE: (None, [], 0, 0)}
+TRAINED_BY.update({label: (model, [], 0, 0) for label in MODELS if label.startswith("untrained")})
+for kind in retrievers:
+    sft = (S1["sft_steps"] if S1["summaries"][kind].get("sft_adapter") else 0)
+    warm = run_dir / "06_acqo_stage1" / f"warm_start_targets_{kind}.json"
+    n_warm = sum(t["sampled"] for t in load_json(warm).values()) if sft and warm.exists() else 0
+    stage1 = _log(f"acqo-stage1-{kind}")
+    TRAINED_BY[f"cold start only ({kind}-sampled)"] = (model, [], sft, n_warm)
+    TRAINED_BY[f"Stage I ({kind}-trained)"] = (model, [stage1], sft, n_warm)
+    TRAINED_BY[f"ACQO: Stage I+II ({kind}-trained)"] = (model, [stage1, _log(NAMES[kind])],
+                                                        sft, n_warm)
+    if kind in VANILLA:
+        TRAINED_BY[f"vanilla RL ({kind}-trained, one query)"] = (model, [_log(f"vanilla-rl-{kind}")],
+                                                                  0, 0)
+
 rows = []
 for (name, kind, label), pq in PER_Q.items():
     raw = PER_Q[name, kind, "raw question"].set_index("query_id")["nDCG@10"]
@@ -378,7 +438,10 @@ for (name, kind, label), pq in PER_Q.items():
            **{metrics.label(m): pq[m].mean() for m in MEASURES},
            "sub-queries": pq["n_sub"].mean() if "n_sub" in pq else 1.0,
            "ΔnDCG@10 vs raw": bs["diff"], "lo": bs["lo"], "hi": bs["hi"],
-           "wins/losses": f"{bs['wins']}/{bs['losses']}", "questions": bs["n_queries"]}
+           "wins/losses": f"{bs['wins']}/{bs['losses']}"}
+    pol, logs, sft, n_warm = TRAINED_BY[label]
+    row.update(scale_columns(pol, logs, test_queries=bs["n_queries"], sft_steps=sft,
+                             sft_queries=n_warm))
     rows.append(row)
 RESULTS = pd.DataFrame(rows)
 for _, r in RESULTS.iterrows():
@@ -387,7 +450,9 @@ for _, r in RESULTS.iterrows():
     record(f"{key}.delta_vs_raw", [r["ΔnDCG@10 vs raw"], r.lo, r.hi])
 save_table(RESULTS.round(4), "07_acqo_results", tables_dir,
            caption="ACQO on the test questions (ACQO Table 3 columns); ΔnDCG@10 vs the raw "
-                   "question with a 95% paired-bootstrap interval [lo, hi] over questions")
+                   "question with a 95% paired-bootstrap interval [lo, hi] over questions; "
+                   f"the training scale of each row ({', '.join(SCALE_COLUMNS)}) is read from "
+                   "its runs' logs (qrlib.scale)")
 RESULTS.round(3)
 
 # %% [markdown]
@@ -548,15 +613,26 @@ for name in test_datasets:
         sel = RESULTS[(RESULTS.dataset == name) & (RESULTS.retriever == kind)].set_index("model")
         raw = sel.loc["raw question", "nDCG@10"]
         acqo = sel.loc[f"ACQO: Stage I+II ({kind}-trained)"]
-        print(f"{name}, {kind}: raw question nDCG@10 {raw:.3f}; ACQO {acqo['nDCG@10']:.3f} "
+        print(f"{name}, {kind}: raw question nDCG@10 {raw:.3f} ({int(acqo['test queries'])} test "
+              f"questions); ACQO {acqo['nDCG@10']:.3f} "
               f"(Δ {acqo['ΔnDCG@10 vs raw']:+.3f}, 95% CI [{acqo.lo:+.3f}, {acqo.hi:+.3f}]) "
               f"-> ACQO {verdict(acqo.lo, acqo.hi)} the raw question; "
-              f"{acqo['sub-queries']:.2f} sub-queries per question.")
+              f"{acqo['sub-queries']:.2f} sub-queries per question; trained "
+              f"{int(acqo['RL steps'])} RL steps after {int(acqo['SFT steps'])} SFT steps, "
+              f"{int(acqo['train queries'])} distinct questions, {int(acqo['rollouts'])} "
+              f"rollouts, {acqo['train min']:.0f} min.")
+        if acqo["RL steps"] < 60:
+            print("   (under 60 RL steps: a plumbing check, not a result)")
         for label in sel.index:
-            if label.startswith(("cold start", "rule:")):
+            if label.startswith(("cold start", "rule:", "Stage I (", "vanilla RL")):
                 r = sel.loc[label]
                 print(f"   {label}: nDCG@10 {r['nDCG@10']:.3f} (Δ {r['ΔnDCG@10 vs raw']:+.3f}, "
-                      f"95% CI [{r.lo:+.3f}, {r.hi:+.3f}]; {r['sub-queries']:.2f} sub-queries)")
+                      f"95% CI [{r.lo:+.3f}, {r.hi:+.3f}]; {r['sub-queries']:.2f} sub-queries; "
+                      f"{int(r['RL steps'])} RL steps)")
+        vs = VERSUS[(VERSUS.dataset == name) & (VERSUS.retriever == kind)].set_index("ACQO vs")
+        for label in vs.index:
+            if label.startswith(("rule:", "vanilla RL", "untrained")):
+                print(f"   ACQO minus {label}: {vs.loc[label, 'interval']}")
 for _, r in KEPT_TABLE.iterrows():
     print(f"tau filter ({r.retriever}): kept {r['kept share']:.0%} of training questions "
           f"[{r.lo:.0%}, {r.hi:.0%}] (ACQO keeps about half).")
