@@ -395,11 +395,11 @@ def _rl(d: Doc) -> str:
                          d.n(unt["nDCG@10"].iloc[0]) if len(unt) else "–",
                          d.n(tr.loc[meth, "nDCG@10"]),
                          f"{d.n(raw['R@100']) if raw is not None else '–'} / {d.n(tr.loc[meth, 'R@100'])}",
-                         d.n(tr.loc[meth, "modified"], ".2f")])
+                         d.n(tr.loc[meth, "modified"], ".2f"), d.scale(tr.loc[meth])])
     body = ("\n\nTest claims (" + (str(p05.get("n_test_queries")) if p05.get("n_test_queries") else "all")
             + " SciFact test claims):\n\n"
             + _md_table(["retriever", "raw claim nDCG@10", "untrained nDCG@10", "trained nDCG@10",
-                         "R@100 raw / trained", "modification rate"], rows))
+                         "R@100 raw / trained", "modification rate", "training scale"], rows))
     vs = d.t("10_vs_raw")
     vs = vs[vs.method.str.startswith("trained") & (vs.dataset == "scifact")]
     sig = [r for _, r in vs.iterrows() if r.lo > 0]
@@ -531,14 +531,14 @@ def _sage_rlqr(d: Doc) -> str:
     res = d.t("08_sage_results")
     rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]),
              d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi), d.n(r.modified, ".2f"),
-             d.n(r["gen tokens"], ".1f")] for _, r in res.iterrows()]
+             d.n(r["gen tokens"], ".1f"), d.scale(r)] for _, r in res.iterrows()]
     abl = any(str(m).startswith("SCS,") for m in res.model)
     out.append("\n\nSAGE training (Sec. 2.3-2.5) on the test queries, with the copy penalty "
                "(Eq. 3)" + (" and the exploration ablation (Table 3)" if abl else
                             "; the exploration ablation (Table 3) runs in `cpu-long`")
                + ":\n\n"
                + _md_table(["dataset", "retriever", "model", "nDCG@10",
-                            "Δ vs raw [95% CI]", "modified", "tokens"], rows))
+                            "Δ vs raw [95% CI]", "modified", "tokens", "training scale"], rows))
     pw = d.t("08_sage_pairwise")
     if len(pw):
         out.append("\n\nAgainst each other (95% paired bootstrap): "
@@ -561,12 +561,12 @@ def _sage_rlqr(d: Doc) -> str:
     rr = d.t("08_rlqr_results")
     rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
              d.interval(r["ΔnDCG@3 vs raw"], r.lo, r.hi),
-             f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}"]
-            for _, r in rr.iterrows()]
+             f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
+             d.scale(r)] for _, r in rr.iterrows()]
     out.append(" Rewriters trained only on synthetic queries, tested on the real ones "
                "(RL-QR Table 2's layout):\n\n"
                + _md_table(["dataset", "retriever", "model", "nDCG@3", "Δ vs raw [95% CI]",
-                            "query words"], rows))
+                            "query words", "training scale"], rows))
     verdicts = [f"{r.dataset} / {r.retriever}: RL-QR {verdict(r.lo, r.hi)} the raw query"
                 for _, r in rr[rr.model == "RL-QR"].iterrows()]
     out.append("\n\n" + "; ".join(verdicts) + ". Settings are far below the papers' "

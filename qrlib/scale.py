@@ -18,6 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+# The tables with trained rows, by notebook; each carries SCALE_COLUMNS (tests read them).
+TRAINED_TABLES = {
+    "05_vanilla_rl": ("05_test_results", "05_paired_differences"),
+    "07_acqo_stage2": ("07_acqo_results",),
+    "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results"),
+    "10_evaluation": ("10_vs_raw",),
+}
 SCALE_COLUMNS = ("policy", "RL steps", "SFT steps", "train queries", "rollouts", "train min",
                  "test queries")
 

@@ -194,6 +194,19 @@ def test_07_every_row_states_its_training_scale(smoke_run):
     assert 1 <= acqo["train queries"] <= 6 and (res["test queries"] == 4).all()
 
 
+def test_every_trained_table_states_its_training_scale(smoke_run):
+    from qrlib.scale import TRAINED_TABLES, missing_scale
+
+    _, _, paths = smoke_run
+    for nb, names in TRAINED_TABLES.items():
+        for name in names:
+            t = read_table(paths["tables_dir"] / f"{name}.csv")
+            assert not missing_scale(t.columns), (name, missing_scale(t.columns))
+            trained = t[t["RL steps"] > 0]
+            assert len(trained) and (trained["rollouts"] > 0).all() and \
+                (trained["train queries"] > 0).all(), name
+
+
 def test_11_evidence_hits_grow_with_depth_and_injection_is_a_rate(rec):
     r = rec["11_deepretrieval_tasks"]
     for name in ("hotpotqa-large", "2wikimultihopqa-mini"):

@@ -375,6 +375,17 @@ for name in datasets:
             max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
         del m
 
+from qrlib.scale import SCALE_COLUMNS, scale_columns
+
+
+def row_scale(name, method, n_test):
+    """The training scale of a result row, from its run's log (qrlib.scale)."""
+    if method.startswith("trained-"):
+        run_name = f"{name}-{method[len('trained-'):]}"
+        return scale_columns(model, [logs[logs.run == run_name]], test_queries=n_test)
+    return scale_columns(None if method == "raw" else model, test_queries=n_test)
+
+
 rows, per_query = [], {}
 for name in datasets:
     tr, te, corpus = DATA[name]
@@ -399,11 +410,12 @@ for name in datasets:
                          "format_ok": df.format_ok.mean(), "modified": df.modified.mean(),
                          "rewrite_words": rw.rewrite.str.split().str.len().mean() if len(rw) else 0.0,
                          "gen_tokens": df.gen_tokens.mean(), "gen_s_per_query": df.gen_seconds.mean(),
-                         "retrieval_s_per_query": t_ret})
+                         "retrieval_s_per_query": t_ret, **row_scale(name, method, len(te.queries))})
 results = pd.DataFrame(rows)
 save_table(results, "05_test_results", tables_dir,
            caption=(f"SciFact test ({n_test_queries or 'all'} claims): raw claim vs untrained vs "
-                    f"trained rewrite; modified = share of rewrites differing from the claim "
+                    f"trained rewrite; modified = share of rewrites differing from the claim; "
+                    f"training scale ({', '.join(SCALE_COLUMNS)}) from each run's log "
                     f"[profile: {profile}]"))
 results
 
@@ -431,7 +443,7 @@ for (name, kind, method), ev in per_query.items():
         cmp_rows.append({"dataset": name, "retriever": kind, "method": method, "vs": ref,
                          "mean_diff_nDCG@10": d.mean(), "ci_lo": ci["lo"], "ci_hi": ci["hi"],
                          "better": (d > 1e-9).mean(), "worse": (d < -1e-9).mean(),
-                         "n_queries": ci["n_queries"]})
+                         **row_scale(name, method, ci["n_queries"])})
 cmp = pd.DataFrame(cmp_rows)
 save_table(cmp, "05_paired_differences", tables_dir,
            caption=f"Per-query nDCG@10 differences of the trained adapters, with 95 % paired-"
@@ -539,7 +551,8 @@ for r in t_test.to_dict("records"):
 for r in t_cmp.to_dict("records"):
     lines.append(f"- {r['method']} ({r['retriever']}) {verdict(r['ci_lo'], r['ci_hi'])} "
                  f"{r['vs']}: nDCG@10 {r['mean_diff_nDCG@10']:+.4f} [{r['ci_lo']:+.4f}, "
-                 f"{r['ci_hi']:+.4f}] (95 % paired bootstrap, {r['n_queries']:.0f} claims); "
+                 f"{r['ci_hi']:+.4f}] (95 % paired bootstrap, {r['test queries']:.0f} claims; trained "
+                 f"{r['RL steps']:.0f} steps on {r['train queries']:.0f} claims); "
                  f"better on {r['better']:.0%}, worse on {r['worse']:.0%} of them.")
 vs_raw = t_cmp[t_cmp.vs == "raw"]
 beats = [r["retriever"] for r in vs_raw.to_dict("records") if r["ci_lo"] > 0]

@@ -109,6 +109,7 @@ from qrlib.record import Recorder
 from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.synthesis import PREFILL as SYN_PREFILL
 from qrlib.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
+from qrlib.scale import SCALE_COLUMNS, scale_columns
 from qrlib.train import fmt_scale, load_config, log_scale, train
 from qrlib.core.io import save_json, save_table
 
@@ -448,18 +449,26 @@ for name in sage_datasets:
             SAGE_EVAL[name, label] = ndcg_per_query(full, sage_retriever,
                                                     dict(zip(df.qid, df.search_text)))
 
+def train_log(summary):
+    return pd.read_csv(summary["log"], dtype={"qids": str})
+
+
+KEY_OF = {LABELS[k]: k for k in SAGE_KEYS}
 rows = []
 for (name, label), pq in SAGE_EVAL.items():
     raw = SAGE_EVAL[name, "raw query"]
     bs = paired_bootstrap(pq.to_dict(), raw.to_dict(), n=bootstrap, seed=seed)
     df = SAGE_REWRITES.get((name, label))
+    key = KEY_OF.get(label)
     rows.append({"dataset": name, "retriever": sage_retriever, "model": label,
                  "nDCG@10": pq.mean(), "ΔnDCG@10 vs raw": bs["diff"], "lo": bs["lo"],
                  "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
                  "modified": df.modified.mean() if df is not None else 0.0,
                  "format ok": df.format_ok.mean() if df is not None else 1.0,
                  "gen tokens": df.gen_tokens.mean() if df is not None else 0.0,
-                 "queries": bs["n_queries"]})
+                 **scale_columns(None if label == "raw query" else model,
+                                 [train_log(SAGE_SUMMARIES[name, key])] if key else [],
+                                 test_queries=bs["n_queries"])})
 SAGE_RESULTS = pd.DataFrame(rows)
 for _, r in SAGE_RESULTS.iterrows():
     record(f"sage.{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])
@@ -468,7 +477,8 @@ for _, r in SAGE_RESULTS.iterrows():
 save_table(SAGE_RESULTS.round(4), "08_sage_results", tables_dir,
            caption=(f"SAGE on the test queries ({sage_retriever}): nDCG@10, Δ vs the raw "
                     "query with a 95% paired-bootstrap interval, modification rate, format-"
-                    "valid rate and generated tokens (SAGE Tables 1-2 columns)"))
+                    "valid rate and generated tokens (SAGE Tables 1-2 columns); training scale "
+                    f"({', '.join(SCALE_COLUMNS)}) from each run's log"))
 SAGE_RESULTS.round(3)
 
 # %% [markdown]
@@ -523,7 +533,8 @@ abl_keys = [k for k in ("conservative", "proactive",
 ABLATION = SAGE_RESULTS[SAGE_RESULTS.model.isin([LABELS[k] for k in abl_keys])].copy()
 ABLATION.loc[ABLATION.model == LABELS["scs"], "model"] = (
     f"SCS, proactive prompt, p={copy_penalty:g} (main run)")
-ABLATION = ABLATION[["dataset", "model", "nDCG@10", "ΔnDCG@10 vs raw", "lo", "hi", "modified"]]
+ABLATION = ABLATION[["dataset", "model", "nDCG@10", "ΔnDCG@10 vs raw", "lo", "hi", "modified",
+                     *SCALE_COLUMNS]]
 paper_t3 = published.table("sage", "Table 3")
 save_table(ABLATION.round(4), "08_sage_ablation", tables_dir,
            caption="Exploration ablation (SAGE Table 3): nDCG@10 and modification rate")
@@ -683,7 +694,11 @@ for name, d in RLQR.items():
                          "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
                          "query words mean": words.mean(), "query words std": words.std(),
                          "format ok": 1.0 if df is None else df.format_ok.mean(),
-                         "modified": 0.0 if df is None else df.modified.mean()})
+                         "modified": 0.0 if df is None else df.modified.mean(),
+                         **scale_columns(None if df is None else model,
+                                         [train_log(RLQR_SUMMARIES[name, kind])]
+                                         if label == "RL-QR" else [],
+                                         test_queries=bs["n_queries"])})
             RLQR_REWRITES[name, kind, label] = pq
 RLQR_RESULTS = pd.DataFrame(rows)
 for _, r in RLQR_RESULTS.iterrows():
@@ -693,7 +708,8 @@ for _, r in RLQR_RESULTS.iterrows():
 save_table(RLQR_RESULTS.round(4), "08_rlqr_results", tables_dir,
            caption=("RL-QR on the real test queries: nDCG@3 with a 95% paired-bootstrap "
                     "interval vs the raw query, and query length in words (mean, std; RL-QR "
-                    "Tables 2-4 layout)"))
+                    f"Tables 2-4 layout); training scale ({', '.join(SCALE_COLUMNS)}) from "
+                    "each run's log (RL-QR trains on synthetic queries only)"))
 RLQR_RESULTS.round(3)
 
 # %%

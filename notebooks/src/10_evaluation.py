@@ -58,6 +58,7 @@ import torch
 from qrlib import data as qdata
 from qrlib import fusion, metrics, plots, policy, retrieval, rewrite
 from qrlib.core.io import load_json, save_table
+from qrlib.scale import SCALE_COLUMNS, scale_columns
 
 plots.setup()
 if torch_threads:
@@ -206,6 +207,19 @@ effect
 # %%
 from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 
+def method_scale(name, method, n_test):
+    """The training scale of a method's row from its run's log (qrlib.scale); a trained
+    method whose run log is missing is an error, not a row without training."""
+    if not method.startswith("trained-"):
+        pol = None if method == "raw" else next(
+            (s.get("model") for s in settings.values() if s.get("model")), None)
+        return scale_columns(pol, test_queries=n_test)
+    log = run_dir / "rl" / f"{name}-{method[len('trained-'):]}" / "log.csv"
+    assert log.exists(), f"{method} on {name}: no training log at {log}"
+    pol = load_json(log.parent / "config.json").get("model")
+    return scale_columns(pol, [pd.read_csv(log, dtype={"qids": str})], test_queries=n_test)
+
+
 vs_rows = []
 for (name, kind, method), pq in PERQ.items():
     if method == "raw" or (name, kind, "raw") not in PERQ:
@@ -216,13 +230,14 @@ for (name, kind, method), pq in PERQ.items():
     vs_rows.append({"dataset": name, "retriever": kind, "method": method,
                     "nDCG@10": bs["mean_a"], "raw nDCG@10": bs["mean_b"],
                     "diff": bs["diff"], "lo": bs["lo"], "hi": bs["hi"],
-                    "wins": bs["wins"], "losses": bs["losses"], "queries": bs["n_queries"],
-                    "interval": fmt_interval(bs)})
+                    "wins": bs["wins"], "losses": bs["losses"],
+                    "interval": fmt_interval(bs), **method_scale(name, method, bs["n_queries"])})
 vs_raw = pd.DataFrame(vs_rows)
 if len(vs_raw):
     save_table(vs_raw, "10_vs_raw", tables_dir,
                caption=("nDCG@10 of each method minus the raw query's on the same test queries, "
-                        f"95% paired-bootstrap interval [lo, hi] [profile: {profile}]"))
+                        f"95% paired-bootstrap interval [lo, hi]; training scale "
+                        f"({', '.join(SCALE_COLUMNS)}) from each run's log [profile: {profile}]"))
 vs_raw
 
 # %% [markdown]
@@ -307,7 +322,7 @@ if len(vs_raw):
     ax.invert_yaxis()
     ax.set(xlabel="nDCG@10 minus the raw query's (95 % paired bootstrap)", ylabel="method")
     plots.legend_outside(ax, title="dataset · retriever")
-    n_q = ", ".join(f"{d}: {n} queries" for d, n in vs_raw.groupby("dataset").queries.max().items())
+    n_q = ", ".join(f"{d}: {n} queries" for d, n in vs_raw.groupby("dataset")["test queries"].max().items())
     plots.save_figure(fig, "10_ndcg_by_method", figures_dir, profile=profile, setting=n_q,
                       caption="Test nDCG@10 of every method minus the raw query's, with 95 % "
                               "paired-bootstrap intervals over the test queries")
@@ -353,5 +368,8 @@ for r in vs_raw.to_dict("records"):
     record(f"{r['dataset']}.{r['retriever']}.{r['method']}.vs_raw", [r["diff"], r["lo"], r["hi"]])
     if r["method"].startswith("trained-"):
         lines.append(f"- {r['method']} ({r['dataset']}, {r['retriever']}) {verdict(r['lo'], r['hi'])} the raw "
-                     f"query: nDCG@10 {r['interval']} over {r['queries']} queries.")
+                     f"query: nDCG@10 {r['interval']} over {r['test queries']} queries (trained "
+                     f"{r['RL steps']} RL steps on {r['train queries']} queries, "
+                     f"{r['rollouts']} rollouts, {r['train min']:.0f} min"
+                     + ("; a plumbing check, not a result" if r["RL steps"] < 60 else "") + ").")
 display(Markdown("\n".join(lines) if lines else "No rewrites in this run."))
