@@ -127,18 +127,20 @@ class Doc:
 
     def scale(self, r: Any) -> str:
         """A row's training scale (:data:`qrlib.scale.SCALE_COLUMNS`): ``"64 RL + 24 SFT
-        steps, 200 q, 1,100 rollouts, 31 min"``, ``"untrained"``, or ``–`` for a table
-        written before it carried the scale."""
+        steps, 200 q, 1,100 rollouts, 31 RL min"``, ``"24 SFT steps, 55 q"``, ``"untrained"``,
+        or ``–`` for a table written before it carried the scale."""
         from qrlib.scale import missing_scale
 
         if missing_scale(list(r.index)):
             return "–"
         if not (r["RL steps"] or r["SFT steps"]):
             return "untrained" if r["policy"] != "-" else "no model"
+        if not r["RL steps"]:  # a warm start alone: its minutes are not in any RL log
+            return f"{int(r['SFT steps'])} SFT steps, {int(r['train queries'])} q"
         steps = f"{int(r['RL steps'])} RL" + (f" + {int(r['SFT steps'])} SFT"
                                                if r["SFT steps"] else "")
         return (f"{steps} steps, {int(r['train queries'])} q, {int(r['rollouts']):,} rollouts, "
-                f"{self.n(r['train min'], '.0f')} min")
+                f"{self.n(r['train min'], '.0f')} RL min")
 
     def pub(self, paper: str, table: str, **kw):
         from qrlib import published
@@ -487,8 +489,8 @@ def _acqo(d: Doc) -> str:
             verdicts.append(f"{name} / {kind}: {r.model} {verdict(r.lo, r.hi)} the raw question")
     tail = ("\n\nPer test set and retriever: " + "; ".join(verdicts) + ". " if verdicts else "\n\n")
     tail += ("The interval is a 95% paired bootstrap over questions; the training scale "
-             "(read from the runs' logs) is far below ACQO's (a 3B policy trained for epochs on "
-             "85k questions); `07_acqo_vs_rows.md` compares ACQO "
+             "(read from the runs' logs) is far below ACQO's (Qwen2.5-3B, 3 + 6 epochs on about "
+             "half of HotpotQA's 90k training questions with BM25, ACQO App. A); `07_acqo_vs_rows.md` compares ACQO "
              "with every other row"
              + (" and `07_vs_paper_table3.md` sets HotpotQA next to the paper."
                 if d.has("07_vs_paper_table3") else
