@@ -365,7 +365,9 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     ``backend``: ``"hf"`` (transformers ``generate``, the default) or ``"vllm"``
     (:func:`qrlib.engine.engine_for`: an in-process vLLM engine holding ``model``'s
     weights, fp32 unless ``autocast``, in which case bf16); ``$QRLIB_ROLLOUTS`` overrides.
-    With vLLM, sampling is seeded by the engine's seed and call order, not ``seed``.
+    ``seed`` reseeds torch's generator before the call on both backends (the in-process
+    vLLM sampler draws from it), so a call with a seed gives the same samples whatever
+    ran before it; without one, vLLM samples follow the engine's seed and call order.
     ``stop``: strings that end a completion (kept in it, on both backends).
     """
     import contextlib
@@ -378,14 +380,14 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
         raise QrlibError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if isinstance(prompts, str):
         raise QrlibError("prompts must be a list of strings, got one string")
+    if seed is not None:
+        torch.manual_seed(seed)
     if engine.backend(backend) == "vllm":
         eng = engine.engine_for(model, "bfloat16" if use_cpu_autocast(model, autocast)
                                 else "float32")
         return eng.generate(prompts, max_new_tokens=max_new_tokens, do_sample=do_sample,
                             temperature=temperature, top_p=top_p,
                             num_return_sequences=num_return_sequences, stop=stop)
-    if seed is not None:
-        torch.manual_seed(seed)
     tokenizer.padding_side = "left"
     device = next(model.parameters()).device
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": do_sample,

@@ -452,25 +452,6 @@ def _quiet_progress(trainer: Any) -> None:
         trainer.remove_callback(NotebookProgressCallback)
 
 
-def log_scale(log: Any) -> dict[str, float]:
-    """The training scale a run actually reached, read from its per-step ``log.csv`` (not
-    from the requested settings): optimizer steps taken, distinct training queries seen,
-    rollouts scored and wall minutes of the steps."""
-    qids: set[str] = set()
-    for v in (log["qids"].dropna() if "qids" in log else []):
-        qids.update(q for q in str(v).split(";") if q and q != "nan")
-    rollouts = float(log["rollouts"].sum()) if "rollouts" in log else float("nan")
-    minutes = float(log["step_seconds"].sum()) / 60 if "step_seconds" in log else float("nan")
-    return {"steps": int(log["step"].nunique()) if "step" in log else 0,
-            "queries": len(qids), "rollouts": rollouts, "minutes": minutes}
-
-
-def fmt_scale(scale: dict[str, float]) -> str:
-    """``"12 steps, 24 queries, 192 rollouts, 3.1 min"`` from :func:`log_scale`."""
-    return (f"{scale['steps']} steps, {scale['queries']} queries, {scale['rollouts']:.0f} "
-            f"rollouts, {scale['minutes']:.1f} min")
-
-
 def _checkpoint_ok(ck: Path) -> tuple[bool, str]:
     """Whether ``ck`` (a ``checkpoint-N`` folder) was written to the end: the marker our
     callback writes after the Trainer saved it, or, for folders without one, every file a

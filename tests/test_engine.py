@@ -141,3 +141,21 @@ def test_stop_strings_end_completions_on_both_backends():
                    for o in outs), (be, outs)
     assert policy.cut_at_stop('a"} b"}', ['"}']) == 'a"}'
     assert policy.cut_at_stop("abc", ["x"]) == "abc"
+
+
+def test_seeded_sampling_is_reproducible_whatever_ran_before():
+    """vLLM samples with a seed do not depend on earlier calls (torch's generator, which the
+    in-process sampler draws from, is reseeded), with and without stop strings."""
+    m, tok = policy.load_policy("smollm2")
+    prompts = [_chat(tok, q) for q in QUESTIONS[:3]]
+
+    def sample(seed, stop=None):
+        return policy.generate(m, tok, prompts, max_new_tokens=16, do_sample=True,
+                               num_return_sequences=4, seed=seed, stop=stop, backend="vllm",
+                               autocast=True)
+
+    for stop in (None, ["."]):
+        first = sample(0, stop)
+        other = sample(1, stop)  # a call in between, with another seed
+        assert sample(0, stop) == first
+        assert other != first

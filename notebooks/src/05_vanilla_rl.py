@@ -84,7 +84,8 @@ from qrlib import data as qdata
 from qrlib import engine
 from qrlib import metrics, plots, policy, retrieval, rewards, rewrite
 from qrlib.env import RewardEnv
-from qrlib.train import load_config, log_scale, train
+from qrlib.scale import PLUMBING_STEPS, log_scale
+from qrlib.train import load_config, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -532,7 +533,6 @@ t_train = pd.read_csv(tables_dir / "05_training_summary.csv")
 t_test = pd.read_csv(tables_dir / "05_test_results.csv")
 t_cmp = pd.read_csv(tables_dir / "05_paired_differences.csv")
 lines = []
-PLUMBING_STEPS = 60  # below this many optimizer steps a training run is a plumbing check
 for r in t_train.to_dict("records"):
     if r["steps"] < PLUMBING_STEPS:
         lines.append(f"- **{r['run']}: a plumbing check, not a result**: {r['steps']:.0f} optimizer "

@@ -70,8 +70,8 @@ rollouts = "hf"  # generation engine of training rollouts and sampling/evaluatio
 # same), so the model is free to try splits. Notebook 07 filters the questions by how hard
 # they remain (Eq. 7-8) and trains Stage II on the fused list of *all* sub-queries.
 #
-# Settings are far smaller than the paper's (Qwen2.5-3B, batch 256, several epochs over 85k
-# HotpotQA questions): the profile name is drawn on every figure.
+# Settings are far smaller than the paper's (Qwen2.5-3B, batch 256, 3 epochs of Stage I and
+# 6 of Stage II over about half of HotpotQA's 90k training questions, App. A): the profile name is drawn on every figure.
 
 # %%
 import json
@@ -96,7 +96,8 @@ from qrlib.curriculum import SubqueryProbe, generate_decompositions, rejection_t
 from qrlib.decompose import heuristic_split
 from qrlib.record import Recorder
 from qrlib.env import RewardEnv
-from qrlib.train import fmt_scale, load_config, log_scale, sft_target, train
+from qrlib.scale import fmt_scale, log_scale
+from qrlib.train import load_config, sft_target, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()

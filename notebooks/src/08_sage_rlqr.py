@@ -109,8 +109,8 @@ from qrlib.record import Recorder
 from qrlib.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.synthesis import PREFILL as SYN_PREFILL
 from qrlib.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
-from qrlib.scale import SCALE_COLUMNS, scale_columns
-from qrlib.train import fmt_scale, load_config, log_scale, train
+from qrlib.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.train import load_config, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()

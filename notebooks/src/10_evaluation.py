@@ -58,7 +58,7 @@ import torch
 from qrlib import data as qdata
 from qrlib import fusion, metrics, plots, policy, retrieval, rewrite
 from qrlib.core.io import load_json, save_table
-from qrlib.scale import SCALE_COLUMNS, scale_columns
+from qrlib.scale import SCALE_COLUMNS, plumbing_note, scale_columns
 
 plots.setup()
 if torch_threads:
@@ -371,5 +371,5 @@ for r in vs_raw.to_dict("records"):
                      f"query: nDCG@10 {r['interval']} over {r['test queries']} queries (trained "
                      f"{r['RL steps']} RL steps on {r['train queries']} queries, "
                      f"{r['rollouts']} rollouts, {r['train min']:.0f} min"
-                     + ("; a plumbing check, not a result" if r["RL steps"] < 60 else "") + ").")
+                     + plumbing_note(r["RL steps"]) + ").")
 display(Markdown("\n".join(lines) if lines else "No rewrites in this run."))

@@ -1,0 +1,36 @@
+"""The training-scale columns read from a run's own log (qrlib.scale; issue 24 item 5)."""
+import pandas as pd
+
+from qrlib.scale import (PLUMBING_STEPS, SCALE_COLUMNS, fmt_scale, log_scale, missing_scale,
+                         plumbing_note, scale_columns)
+
+
+def _log(steps, qids, rollouts=16, seconds=30.0):
+    return pd.DataFrame({"step": list(range(1, steps + 1)),
+                         "qids": [";".join(q) for q in qids],
+                         "rollouts": [rollouts] * steps, "step_seconds": [seconds] * steps})
+
+
+def test_log_scale_counts_steps_distinct_queries_rollouts_and_minutes():
+    lg = _log(3, [["a", "b"], ["b", "c"], ["a", "d"]], rollouts=16, seconds=20.0)
+    assert log_scale(lg) == {"steps": 3, "queries": 4, "rollouts": 48.0, "minutes": 1.0}
+    assert fmt_scale(log_scale(lg)) == "3 steps, 4 queries, 48 rollouts, 1.0 min"
+
+
+def test_a_curriculum_row_sums_steps_and_takes_the_union_of_questions():
+    s1 = _log(4, [["a", "b"]] * 4, rollouts=16, seconds=30.0)
+    s2 = _log(2, [["b", "c"]] * 2, rollouts=8, seconds=60.0)
+    row = scale_columns("qwen", [s1, s2], test_queries=516, sft_steps=24)
+    assert list(row) == list(SCALE_COLUMNS)
+    assert row == {"policy": "qwen", "RL steps": 6, "SFT steps": 24, "train queries": 3,
+                   "rollouts": 80, "train min": 4.0, "test queries": 516}
+    untrained = scale_columns(None, test_queries=10)
+    assert untrained["policy"] == "-" and untrained["RL steps"] == 0
+    assert scale_columns("q", test_queries=1, sft_queries=55)["train queries"] == 55
+    assert missing_scale(["policy", "RL steps"]) == list(SCALE_COLUMNS[2:])
+
+
+def test_only_short_trained_runs_are_labelled_plumbing_checks():
+    assert plumbing_note(PLUMBING_STEPS - 1).endswith("a plumbing check, not a result")
+    assert plumbing_note(PLUMBING_STEPS) == ""
+    assert plumbing_note(0) == ""  # untrained rows are not training runs
