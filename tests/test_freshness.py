@@ -31,7 +31,7 @@ def test_editing_a_module_makes_exactly_its_importers_stale():
     assert _importers("qrlib/bandits.py") == {"04_reward_shaping", "09_bandit_selection"}
     # 10 reads the training scale of each row through qrlib.scale, which needs no trainer
     assert _importers("qrlib/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
-                                            "08_sage_rlqr"}
+                                            "08_sage_rlqr", "12_acqo_vanilla_rl"}
     assert "10_evaluation" in _importers("qrlib/scale.py")
     assert _importers("qrlib/workbook.py") == set()
     assert _importers("qrlib/publish.py") == set()

@@ -177,7 +177,7 @@ def test_07_acqo_tau_filter_and_raw_row(rec):
 
 def test_07_every_row_states_its_training_scale(smoke_run):
     """Issue 24 item 5: the scale columns are read from the runs' logs (smoke: Stage I 2
-    steps, Stage II 1 step, vanilla RL 1 step), zero for the untrained rows."""
+    steps, Stage II 1 step), zero for the untrained rows."""
     from qrlib.scale import missing_scale
 
     _, _, paths = smoke_run
@@ -186,12 +186,37 @@ def test_07_every_row_states_its_training_scale(smoke_run):
     assert not missing_scale(res.columns)
     assert res.loc["ACQO: Stage I+II (bm25-trained)", "RL steps"] == 3
     assert res.loc["Stage I (bm25-trained)", "RL steps"] == 2
-    assert res.loc["vanilla RL (bm25-trained, one query)", "RL steps"] == 1
-    assert res.loc["vanilla RL (bm25-trained, one query)", "SFT steps"] == 0
     assert res.loc["raw question", "RL steps"] == 0 and res.loc["raw question", "policy"] == "-"
     acqo = res.loc["ACQO: Stage I+II (bm25-trained)"]
     assert acqo["rollouts"] >= 3 * 2 and acqo["train min"] > 0  # 3 steps x 1 question x 2
     assert 1 <= acqo["train queries"] <= 6 and (res["test queries"] == 4).all()
+
+
+def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
+    """Issue 24 item 4: the single-query baseline trains for the smoke budget (1 step, set
+    in the profile), states its scale from its log, and its table carries 07's raw and ACQO
+    rows unchanged; the paired differences agree with the two rows' means."""
+    from qrlib.scale import missing_scale
+
+    _, _, paths = smoke_run
+    r = rec["12_acqo_vanilla_rl"]
+    assert r["2wikimultihopqa-mini.bm25.vanilla.rl_steps"] == 1
+    d, lo, hi = r["2wikimultihopqa-mini.bm25.vanilla.delta_vs_raw"]
+    assert lo <= d + 1e-12 and d <= hi + 1e-12
+    res = read_table(paths["tables_dir"] / "12_vanilla_results.csv").set_index("model")
+    assert not missing_scale(res.columns)
+    theirs = read_table(paths["tables_dir"] / "07_acqo_results.csv")
+    theirs = theirs[theirs.dataset == "2wikimultihopqa-mini"].set_index("model")
+    for label in ("raw question", "ACQO: Stage I+II (bm25-trained)"):
+        assert res.loc[label, "nDCG@10"] == pytest.approx(theirs.loc[label, "nDCG@10"], abs=1e-4)
+    van = res.loc["vanilla RL (bm25-trained, one query)"]
+    assert van["RL steps"] == 1 and van["SFT steps"] == 0 and van["test queries"] == 4
+    assert van["nDCG@10"] - res.loc["raw question", "nDCG@10"] == pytest.approx(
+        van["ΔnDCG@10 vs raw"], abs=1e-4)
+    vs = read_table(paths["tables_dir"] / "12_vanilla_vs_rows.csv").set_index(["row", "minus"])
+    acqo = vs.loc[("ACQO: Stage I+II (bm25-trained)", "vanilla RL")]
+    assert acqo["ΔnDCG@10"] == pytest.approx(
+        res.loc["ACQO: Stage I+II (bm25-trained)", "nDCG@10"] - van["nDCG@10"], abs=1e-4)
 
 
 def test_every_trained_table_states_its_training_scale(smoke_run):

@@ -46,9 +46,6 @@ eval_batch_size = 8  # test questions decoded together (greedy)
 rule_row = True  # add a model-free row: the question plus qrlib.decompose.heuristic_split's sub-queries (headroom check)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 stop = ['"}']  # a rollout ends when it closes the JSON answer (kept in the completion)
-vanilla_rl = False  # also train the single-query baseline: no decomposition, plain nDCG@10 reward
-vanilla_prompt = "acqo/no-decompose"  # its prompt (one query, same JSON answer format)
-vanilla_steps = None  # its RL steps; None means the budget of ACQO's Stage I + Stage II steps taken
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
 
 # %% [markdown]
@@ -72,6 +69,10 @@ rollouts = "hf"  # generation engine of training rollouts and sampling/evaluatio
 # Then every model is evaluated on the **test** questions, each searched against its own
 # dataset's corpus with exact search, against the raw question, with 95% paired-bootstrap
 # intervals over questions (ACQO Table 3's columns).
+#
+# ACQO's last baseline, RL on the same questions *without* decomposition at the same number
+# of optimizer steps, is notebook 12: it needs neither 06's nor 07's adapters, only the
+# per-question results this notebook publishes, so it can run in a session of its own.
 
 # %%
 import json
@@ -234,36 +235,6 @@ for kind in retrievers:
 save_json({"summaries": SUMMARIES, "tau": TAU, "kept": KEPT}, out_dir / "stage2.json")
 
 # %% [markdown]
-# ### The baseline at the same budget: vanilla RL without decomposition
-#
-# Is it the decomposition that helps, or just RL on the retriever's reward? With
-# `vanilla_rl`, the same policy learns to write **one** query (prompt `vanilla_prompt`, at
-# most one sub-query) from the plain reward $\mathrm{nDCG@10}$ of its own list (0 for an
-# unusable answer), with DAPO, the same questions, sampling, learning rate and rollouts
-# per step, for as many optimizer steps as ACQO's Stage I and Stage II took together
-# (`vanilla_steps` overrides), from the base model (no cold start: a single query needs no
-# seeding of splits).
-
-# %%
-VANILLA = {}
-if vanilla_rl:
-    for kind in retrievers:
-        budget = vanilla_steps or (
-            log_scale(pd.read_csv(run_dir / "rl" / f"acqo-stage1-{kind}" / "log.csv"))["steps"]
-            + log_scale(pd.read_csv(run_dir / "rl" / NAMES[kind] / "log.csv"))["steps"])
-        cfg = load_config(dict(
-            name=f"vanilla-rl-{kind}", run_dir=str(run_dir), model=model, prompt=vanilla_prompt,
-            prefill=PREFILL, reward="ndcg", algorithm="dapo", max_steps=int(budget),
-            prompts_per_step=prompts_per_step, num_generations=num_generations,
-            max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
-            learning_rate=learning_rate, dynamic_sampling=dynamic_sampling,
-            save_steps=max(1, int(budget) // 4), seed=seed, retriever=kind, stop=list(stop)))
-        env = RewardEnv(TRAIN_RETR[kind], QRELS, reward="ndcg", fmt="acqo", k=10,
-                        max_subqueries=1)
-        VANILLA[kind] = s = train(cfg, env=env, rows=TRAIN_ROWS)
-        print(f"vanilla RL ({kind}):", {k: s[k] for k in ("steps", "train_seconds")})
-
-# %% [markdown]
 # ### Both stages on one axis
 #
 # Stage II's steps continue Stage I's. Left: reward (each stage's own reward, so the level
@@ -349,9 +320,6 @@ for kind in retrievers:
                                                        PROMPT)
     MODELS[f"Stage I ({kind}-trained)"] = (S1["summaries"][kind]["adapter"], PROMPT)
     MODELS[f"ACQO: Stage I+II ({kind}-trained)"] = (SUMMARIES[kind]["adapter"], PROMPT)
-    if kind in VANILLA:
-        MODELS[f"vanilla RL ({kind}-trained, one query)"] = (VANILLA[kind]["adapter"],
-                                                             vanilla_prompt)
 DECOMP = {}  # (model label, dataset) -> list of dicts
 engine.close_engines()  # the bf16 sampling engine of the tau rollouts is done: free its memory
 for label, (adapter, prm) in MODELS.items():
@@ -424,9 +392,6 @@ for kind in retrievers:
     TRAINED_BY[f"Stage I ({kind}-trained)"] = (model, [stage1], sft, n_warm)
     TRAINED_BY[f"ACQO: Stage I+II ({kind}-trained)"] = (model, [stage1, _log(NAMES[kind])],
                                                         sft, n_warm)
-    if kind in VANILLA:
-        TRAINED_BY[f"vanilla RL ({kind}-trained, one query)"] = (model, [_log(f"vanilla-rl-{kind}")],
-                                                                  0, 0)
 
 rows = []
 for (name, kind, label), pq in PER_Q.items():
@@ -453,6 +418,23 @@ save_table(RESULTS.round(4), "07_acqo_results", tables_dir,
                    f"the training scale of each row ({', '.join(SCALE_COLUMNS)}) is read from "
                    "its runs' logs (qrlib.scale)")
 RESULTS.round(3)
+
+# %% [markdown]
+# Per-question nDCG@10 of every row, one column per model, as a published table: notebook
+# 12 pairs its single-query RL baseline with these rows question by question (its training
+# does not need 06's and 07's adapters, so it can run in another session).
+
+# %%
+PER_QUESTION = pd.concat(
+    [pq[["query_id", "nDCG@10"]].assign(dataset=name, retriever=kind, model=label)
+     for (name, kind, label), pq in PER_Q.items()], ignore_index=True)
+PER_QUESTION = (PER_QUESTION.pivot_table(index=["dataset", "retriever", "query_id"],
+                                         columns="model", values="nDCG@10")
+                .reset_index().rename_axis(columns=None))
+save_table(PER_QUESTION.round(6), "07_per_question_ndcg10", tables_dir,
+           caption="nDCG@10 of every test question under every row of 07_acqo_results "
+                   "(one column per row), read by notebook 12")
+PER_QUESTION.shape
 
 # %% [markdown]
 # ### ACQO (Stage I + II) against the other trained and untrained rows
@@ -623,14 +605,14 @@ for name in test_datasets:
         if plumbing_note(acqo["RL steps"]):
             print(f"   ({plumbing_note(acqo['RL steps'])[2:]})")
         for label in sel.index:
-            if label.startswith(("cold start", "rule:", "Stage I (", "vanilla RL")):
+            if label.startswith(("cold start", "rule:", "Stage I (")):
                 r = sel.loc[label]
                 print(f"   {label}: nDCG@10 {r['nDCG@10']:.3f} (Δ {r['ΔnDCG@10 vs raw']:+.3f}, "
                       f"95% CI [{r.lo:+.3f}, {r.hi:+.3f}]; {r['sub-queries']:.2f} sub-queries; "
                       f"{int(r['RL steps'])} RL steps)")
         vs = VERSUS[(VERSUS.dataset == name) & (VERSUS.retriever == kind)].set_index("ACQO vs")
         for label in vs.index:
-            if label.startswith(("rule:", "vanilla RL", "untrained")):
+            if label.startswith(("rule:", "untrained")):
                 print(f"   ACQO minus {label}: {vs.loc[label, 'interval']}")
 for _, r in KEPT_TABLE.iterrows():
     print(f"tau filter ({r.retriever}): kept {r['kept share']:.0%} of training questions "

@@ -1,0 +1,355 @@
+# ---
+# jupyter:
+#   qrlib:
+#     reads: [07_acqo_stage2]  # earlier notebooks whose artifacts this one reads (qrlib.freshness)
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # the vanilla-RL adapter, its log and test outputs go here
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run; 07's published tables are read from here
+cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
+seed = 0  # seed for subsets, sampling and bootstrap
+data_dir = None  # BEIR folders; None means ../shared/data or $QRLIB_DATA
+model = "smollm2"  # policy (07's, so the rows compare like with like)
+train_datasets = ["2wikimultihopqa-mini", "hotpotqa-large"]  # 06's training sets (the same questions are rebuilt)
+n_train_queries = 8  # 06's n_train_queries
+n_distractors = 200  # 06's n_distractors (None: the full training corpus)
+retrievers = ["bm25"]  # one vanilla run per retriever, each tested against that retriever's ACQO row
+prompt = "acqo/no-decompose"  # one query, the same JSON answer format as ACQO's
+prefill = '{"query": "'  # start of the assistant's answer (06's prefill)
+train_steps = None  # RL steps; None means ACQO's Stage I + Stage II steps, read from 07_stage_summary
+prompts_per_step = 1  # distinct questions per step (07's)
+num_generations = 4  # rollouts per question (07's)
+max_completion_length = 24  # token budget of one rollout
+temperature = 1.0  # rollout sampling temperature (ACQO A.2: 0.8)
+top_p = 1.0  # rollout nucleus sampling (ACQO A.2: 0.8)
+stop = ['"}']  # a rollout ends when it closes the JSON answer (kept in the completion)
+learning_rate = 5e-5  # LoRA learning rate (06's and 07's)
+lora_r = 16  # LoRA rank (06's)
+dynamic_sampling = 0  # DAPO dynamic sampling rounds (0: off)
+reward_k = 10  # the reward is nDCG@reward_k of the one query's list
+test_datasets = ["2wikimultihopqa-mini"]  # must be among 07's test sets
+n_test_queries = 10  # 07's n_test_queries (None: all)
+n_test_distractors = 200  # 07's n_test_distractors (None: the full corpus)
+eval_max_new_tokens = 24  # greedy budget of a test rewrite (07's)
+eval_k = 100  # retrieval depth of evaluation
+eval_autocast = False  # bf16 autocast of the greedy test decoding (07's: fp32)
+eval_batch_size = 8  # test questions decoded together on the HF path
+bootstrap = 2000  # paired-bootstrap resamples
+n_examples = 6  # example rewrites shown
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+rollouts = "hf"  # generation engine of training rollouts and evaluation: hf | vllm (qrlib.engine)
+
+# %% [markdown]
+# # 12 · ACQO's single-query baseline: vanilla RL at the same budget
+#
+# ACQO asks whether *decomposition* helps, or whether any RL on the retriever's reward would
+# do as well (ACQO Table 5, "w/o decomposition"). The control: the same policy, questions,
+# sampling, learning rate, rollouts per step and number of optimizer steps as ACQO's
+# Stage I + Stage II, but the model writes **one** query and is rewarded by the plain
+# retrieval metric of its own list,
+#
+# $$ r(\hat q) = \mathrm{nDCG@10}\big(\mathcal R(\hat q)\big), \qquad r = 0 \text{ for an
+# unusable answer or more than one query,} $$
+#
+# with DAPO (token-level loss, clip $[0.2, 0.28]$, no KL term), from the base model: one
+# query needs no cold start to seed splits. This is DeepRetrieval's recipe (notebook 05)
+# on ACQO's data.
+#
+# The run needs no adapter of notebooks 06-07: it rebuilds 06's training questions from
+# the same seed and reads what it compares with from 07's **published** tables
+# (`07_stage_summary` for the budget, `07_per_question_ndcg10` and `07_acqo_results` for the
+# rows), so it can run in a session of its own.
+
+# %%
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if cache_dir:
+    os.environ["QRLIB_CACHE"] = str(cache_dir)
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from qrlib import data as qdata
+from qrlib import engine, metrics, plots, policy, prompts, retrieval, rows as qrows
+from qrlib.core.io import read_table, save_json, save_table
+from qrlib.curriculum import generate_decompositions, search_fused
+from qrlib.env import RewardEnv
+from qrlib.errors import QrlibError
+from qrlib.record import Recorder
+from qrlib.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
+from qrlib.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.train import load_config, train
+
+plots.setup()
+print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
+torch.manual_seed(seed)
+if torch_threads:
+    torch.set_num_threads(int(torch_threads))
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+out_dir = run_dir / "12_acqo_vanilla_rl"
+out_dir.mkdir(parents=True, exist_ok=True)
+record = Recorder(run_dir, "12_acqo_vanilla_rl")  # key numbers, read back by the smoke tests
+
+
+def published(name):
+    """One of notebook 07's published tables of this profile (a one-line error if absent)."""
+    path = tables_dir / f"{name}.csv"
+    if not path.exists():
+        raise QrlibError(f"notebook 12 reads 07's table {path}, which does not exist; run "
+                         f"notebook 07 of profile {profile} first")
+    return read_table(path)
+
+
+STAGES = published("07_stage_summary")
+ACQO_RESULTS = published("07_acqo_results")
+ACQO_PER_Q = published("07_per_question_ndcg10")
+print(f"profile={profile} model={model}")
+STAGES
+
+# %% [markdown]
+# ## 1. The training questions and the budget
+#
+# The same training questions as notebook 06 (the same subset call and seed) over the same
+# corpus. The budget is the number of optimizer steps ACQO's Stage I and Stage II actually
+# took per retriever, read from 07's stage table (`train_steps` overrides it).
+
+# %%
+TRAIN_ROWS, CORPUS, QRELS = [], {}, {}
+for name in train_datasets:
+    ds = qdata.subset(qdata.load_dataset(name, "train", data_dir=data_dir),
+                      n_queries=n_train_queries, n_distractors=n_distractors, seed=seed)
+    TRAIN_ROWS += qrows.rows_from_dataset(ds)
+    CORPUS.update(ds.corpus)
+    QRELS.update(ds.qrels)
+print(f"{len(TRAIN_ROWS)} training questions, {len(CORPUS)} paragraphs")
+BUDGET = {}
+for kind in retrievers:
+    steps = STAGES[STAGES.retriever == kind]["steps"]
+    if steps.empty and train_steps is None:
+        raise QrlibError(f"07_stage_summary has no {kind} row; set train_steps or run 07 with "
+                         f"retriever {kind}")
+    BUDGET[kind] = int(train_steps) if train_steps is not None else int(steps.sum())
+print("RL steps per retriever:", BUDGET)
+print(f"--- prompt {prompt}")
+print(prompts.render(prompts.get(prompt), context="", question=TRAIN_ROWS[0]["question"])[-1]["content"])
+
+# %% [markdown]
+# ## 2. Training
+#
+# `RewardEnv(reward="ndcg", max_subqueries=1)`: a completion with more than one query, or
+# none that parses, scores 0. Settings shared with ACQO's stages are the profile's.
+
+# %%
+SUMMARIES, NAMES = {}, {}
+for kind in retrievers:
+    retr = (retrieval.build_retriever("bm25", CORPUS, k1=1.2, b=0.75) if kind == "bm25" else
+            retrieval.build_retriever("dense", CORPUS, index="hnsw", hnsw_m=32,
+                                      cache_dir=cache_dir, show_progress=False))
+    cfg = load_config(dict(
+        name=f"vanilla-rl-{kind}", run_dir=str(run_dir), model=model, prompt=prompt,
+        prefill=prefill, reward="ndcg", algorithm="dapo", max_steps=BUDGET[kind],
+        prompts_per_step=prompts_per_step, num_generations=num_generations,
+        max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
+        learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
+        dynamic_sampling=dynamic_sampling, save_steps=max(1, BUDGET[kind] // 4), seed=seed,
+        retriever=kind, stop=list(stop)))
+    env = RewardEnv(retr, QRELS, reward="ndcg", fmt="acqo", k=reward_k, max_subqueries=1)
+    t0 = time.perf_counter()
+    SUMMARIES[kind] = s = train(cfg, env=env, rows=TRAIN_ROWS)
+    s["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    NAMES[kind] = cfg.name
+    print(kind, {k: s[k] for k in ("steps", "train_seconds")})
+save_json({"summaries": SUMMARIES, "budget": BUDGET}, out_dir / "vanilla.json")
+
+# %% [markdown]
+# ## 3. Training curves
+#
+# Reward (nDCG@10 of the rollout's query on its training question), the share of groups
+# whose rollouts all scored the same (zero advantage: nothing to learn from that group),
+# and the share of well-formed rollouts.
+
+# %%
+LOGS = {k: pd.read_csv(run_dir / "rl" / NAMES[k] / "log.csv") for k in retrievers}
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+for i, (kind, log) in enumerate(LOGS.items()):
+    c = f"C{i}"
+    axes[0].plot(log.step, log.reward, color=c, alpha=0.35)
+    axes[0].plot(log.step, log.reward.rolling(8, min_periods=1).mean(), color=c, label=kind)
+    axes[1].plot(log.step, log.frac_reward_zero_std.rolling(8, min_periods=1).mean(), color=c,
+                 label=kind)
+    axes[2].plot(log.step, log.format_valid.rolling(8, min_periods=1).mean(), color=c,
+                 label=kind)
+axes[0].set(xlabel="training step", ylabel="reward nDCG@10 (rolling mean of 8)")
+axes[1].set(xlabel="training step", ylabel="groups with zero reward spread", ylim=(-0.05, 1.05))
+axes[2].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
+for ax in axes:
+    plots.legend_outside(ax, where="below")
+fig.tight_layout()
+plots.save_figure(fig, "12_vanilla_curves", figures_dir,
+                  caption="Vanilla RL (one query, nDCG@10 reward, DAPO): reward, zero-spread "
+                          "groups and format validity per step",
+                  profile=profile,
+                  setting=f"{model}; from the logs: "
+                          + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
+CURVES = pd.DataFrame([
+    {"retriever": kind, "steps": part, "reward": g.reward.mean(),
+     "zero-spread groups": g.frac_reward_zero_std.mean(), "format valid": g.format_valid.mean(),
+     "s/step": g.step_seconds.mean()}
+    for kind, log in LOGS.items()
+    for part, g in (("first quarter", log.head(max(1, len(log) // 4))),
+                    ("last quarter", log.tail(max(1, len(log) // 4))))])
+save_table(CURVES.round(4), "12_vanilla_curve_summary", tables_dir,
+           caption="Vanilla RL, first vs last quarter of training (from the run's log)")
+CURVES
+
+# %% [markdown]
+# ## 4. The test: the same questions, corpus and retriever as notebook 07
+#
+# Greedy decoding as in 07 (same prefill, parse and token budget), searched exactly. The
+# raw question is searched again here and must give 07's per-question scores, which
+# checks that both notebooks test the same questions against the same corpus.
+
+# %%
+MEASURES = ["R@4", "R@10", "R@100", "AP@10", "RR@10", "nDCG@10"]
+TEST, PER_Q, DECOMP = {}, {}, {}
+for name in test_datasets:
+    ds = qdata.subset(qdata.load_dataset(name, "test", data_dir=data_dir),
+                      n_queries=n_test_queries, n_distractors=n_test_distractors, seed=seed)
+    TEST[name] = ds
+    rows_t = qrows.rows_from_dataset(ds)
+    for kind in retrievers:
+        retr = retrieval.build_retriever(kind, ds.corpus, **(
+            {"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}))
+        raw_run, _ = search_fused(retr, {q: [ds.queries[q]] for q in ds.queries}, k=eval_k)
+        raw = metrics.evaluate(raw_run, ds.qrels, MEASURES, per_query=True)
+        theirs = ACQO_PER_Q[(ACQO_PER_Q.dataset == name) & (ACQO_PER_Q.retriever == kind)]
+        theirs = theirs.set_index(theirs.query_id.astype(str))["raw question"]
+        mine = raw.set_index(raw.query_id.astype(str))["nDCG@10"]
+        if sorted(theirs.index) != sorted(mine.index) or \
+                (theirs.reindex(mine.index) - mine).abs().max() > 1e-5:
+            raise QrlibError(f"{name}/{kind}: the raw question's nDCG@10 differs from 07's "
+                             f"published one: the test settings do not match notebook 07's")
+        PER_Q[name, kind, "raw question"] = raw
+        m, tok = policy.load_policy(model, adapter=SUMMARIES[kind]["adapter"])
+        DECOMP[name, kind] = dec = generate_decompositions(
+            m, tok, rows_t, prompt, prefill=prefill, max_new_tokens=eval_max_new_tokens,
+            progress=False, autocast=eval_autocast, batch_size=eval_batch_size)
+        del m
+        run, _ = search_fused(retr, {d["qid"]: d["subqueries"] for d in dec}, k=eval_k)
+        pq = metrics.evaluate(run, ds.qrels, MEASURES, per_query=True)
+        pq["n_sub"] = pq.query_id.map({d["qid"]: len(d["subqueries"]) for d in dec})
+        PER_Q[name, kind, "vanilla RL"] = pq
+        print(f"{name}/{kind}: {len(dec)} test rewrites, "
+              f"{sum(d['format_ok'] for d in dec)} well-formed")
+engine.close_engines()
+save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "rewrites.json")
+
+# %% [markdown]
+# ## 5. Vanilla RL in ACQO Table 3's columns, next to 07's rows
+#
+# Each row's nDCG@10 minus the raw question's, 95 % paired bootstrap over the test
+# questions; 07's rows (raw, untrained single query, ACQO Stage I + II) are copied from its
+# published table with their training scale.
+
+# %%
+rows = []
+for (name, kind, label), pq in PER_Q.items():
+    if label != "vanilla RL":
+        continue
+    raw = PER_Q[name, kind, "raw question"].set_index("query_id")["nDCG@10"]
+    bs = paired_bootstrap(pq.set_index("query_id")["nDCG@10"].to_dict(), raw.to_dict(),
+                          n=bootstrap, seed=seed)
+    rows.append({"dataset": name, "retriever": kind, "model": f"vanilla RL ({kind}-trained, one query)",
+                 **{metrics.label(m): pq[m].mean() for m in MEASURES},
+                 "sub-queries": pq["n_sub"].mean(), "ΔnDCG@10 vs raw": bs["diff"],
+                 "lo": bs["lo"], "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
+                 **scale_columns(model, [LOGS[kind]], test_queries=bs["n_queries"])})
+VANILLA = pd.DataFrame(rows)
+keep = ACQO_RESULTS.model.str.startswith(("raw question", "untrained [no-decompose]", "rule:",
+                                          "ACQO: Stage I+II"))
+THEIRS = ACQO_RESULTS[keep & ACQO_RESULTS.dataset.isin(test_datasets)
+                      & ACQO_RESULTS.retriever.isin(retrievers)]
+RESULTS = pd.concat([THEIRS[[c for c in VANILLA.columns if c in THEIRS.columns]], VANILLA],
+                    ignore_index=True)
+for _, r in VANILLA.iterrows():
+    key = f"{r.dataset}.{r.retriever}.vanilla"
+    record(f"{key}.ndcg10", r["nDCG@10"])
+    record(f"{key}.delta_vs_raw", [r["ΔnDCG@10 vs raw"], r.lo, r.hi])
+    record(f"{key}.rl_steps", r["RL steps"])
+save_table(RESULTS.round(4), "12_vanilla_results", tables_dir,
+           caption="Vanilla RL (one query, nDCG@10 reward) at ACQO's step budget next to 07's "
+                   "rows, test questions; ΔnDCG@10 vs the raw question with a 95% paired "
+                   f"bootstrap; training scale ({', '.join(SCALE_COLUMNS)}) from the runs' logs")
+RESULTS.round(3)
+
+# %% [markdown]
+# ### ACQO against vanilla RL, question by question
+#
+# The question ACQO Table 5 answers: ACQO (Stage I + II) minus vanilla RL, and each
+# against the untrained single-query model, paired on the same test questions.
+
+# %%
+rows = []
+for (name, kind, label), pq in PER_Q.items():
+    if label != "vanilla RL":
+        continue
+    cols = ACQO_PER_Q[(ACQO_PER_Q.dataset == name) & (ACQO_PER_Q.retriever == kind)]
+    cols = cols.set_index(cols.query_id.astype(str)).drop(columns=["dataset", "retriever", "query_id"])
+    cols["vanilla RL"] = pq.set_index(pq.query_id.astype(str))["nDCG@10"]
+    rule = next((c for c in cols.columns if c.startswith("rule:")), None)
+    for a, b in ((f"ACQO: Stage I+II ({kind}-trained)", "vanilla RL"),
+                 ("vanilla RL", "untrained [no-decompose]"), ("vanilla RL", rule)):
+        if a not in cols or b not in cols:  # a row 07 did not evaluate in this profile
+            continue
+        bs = paired_bootstrap(cols[a].to_dict(), cols[b].to_dict(), n=bootstrap, seed=seed)
+        rows.append({"dataset": name, "retriever": kind, "row": a, "minus": b,
+                     "ΔnDCG@10": bs["diff"], "lo": bs["lo"], "hi": bs["hi"],
+                     "interval": fmt_interval(bs), "questions": bs["n_queries"]})
+VERSUS = pd.DataFrame(rows)
+for _, r in VERSUS.iterrows():
+    record(f"{r.dataset}.{r.retriever}.{r.row} minus {r.minus}", [r["ΔnDCG@10"], r.lo, r.hi])
+save_table(VERSUS.round(4), "12_vanilla_vs_rows", tables_dir,
+           caption="Paired differences in nDCG@10 (95% bootstrap): ACQO minus vanilla RL, and "
+                   "vanilla RL minus the untrained single query and the rule split")
+VERSUS
+
+# %% [markdown]
+# ## 6. Examples
+
+# %%
+name0 = test_datasets[0]
+ex = [{"retriever": kind, "question": TEST[name0].queries[d["qid"]],
+       "rewrite": " %% ".join(d["subqueries"]), "format ok": d["format_ok"]}
+      for kind in retrievers for d in DECOMP[name0, kind][:n_examples]]
+pd.set_option("display.max_colwidth", 140)
+pd.DataFrame(ex)
+
+# %% [markdown]
+# ## What we found
+#
+# Read from `12_vanilla_results` and `12_vanilla_vs_rows` of this run:
+
+# %%
+for _, r in VANILLA.iterrows():
+    print(f"{r.dataset}, {r.retriever}: vanilla RL nDCG@10 {r['nDCG@10']:.3f} "
+          f"(Δ vs raw {r['ΔnDCG@10 vs raw']:+.3f}, 95% CI [{r.lo:+.3f}, {r.hi:+.3f}]) -> it "
+          f"{verdict(r.lo, r.hi)} the raw question; {r['sub-queries']:.2f} queries per "
+          f"question; {int(r['RL steps'])} RL steps, {int(r['train queries'])} distinct "
+          f"questions, {int(r['rollouts'])} rollouts, {r['train min']:.0f} min, "
+          f"{int(r['test queries'])} test questions.")
+    if plumbing_note(r["RL steps"]):
+        print(f"   ({plumbing_note(r['RL steps'])[2:]})")
+for _, r in VERSUS.iterrows():
+    print(f"   {r.row} minus {r.minus}: {r.interval}")
