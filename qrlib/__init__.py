@@ -5,7 +5,7 @@ policy, train, bandits, decompose, workbook, plots.
 """
 from __future__ import annotations
 
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 __version__ = "0.1.0"
 __all__ = ["QrlibError", "__version__"]

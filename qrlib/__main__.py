@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in profile_status(args.profile):
                 print(s.line())
         elif args.cmd == "baseline":
-            from qrlib.baseline import baseline_main
+            from qrlib.retrieval.baseline import baseline_main
 
             baseline_main(args.dataset, args.retriever, args.split, as_json=args.json)
         elif args.cmd == "results":

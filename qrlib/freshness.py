@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.core.io import REPO_ROOT, atomic_write, load_json
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 PACKAGE = "qrlib"
 MANIFEST = "manifest.json"

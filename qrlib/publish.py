@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write
 
 PUBLISHED_PROFILES = ("cpu",)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qrlib.errors import QrlibError
-from qrlib.stats import verdict
+from qrlib.core.errors import QrlibError
+from qrlib.eval.stats import verdict
 from qrlib.core.io import REPO_ROOT, atomic_write, read_table
 
 # ---------------------------------------------------------------------------- numbers
@@ -129,7 +129,7 @@ class Doc:
         """A row's training scale (:data:`qrlib.scale.SCALE_COLUMNS`): ``"64 RL + 24 SFT
         steps, 200 q, 1,100 rollouts, 31 RL min"``, ``"24 SFT steps, 55 q"``, ``"untrained"``,
         or ``–`` for a table written before it carried the scale."""
-        from qrlib.scale import missing_scale
+        from qrlib.eval.scale import missing_scale
 
         if missing_scale(list(r.index)):
             return "–"
@@ -143,7 +143,7 @@ class Doc:
                 f"{self.n(r['train min'], '.0f')} RL min")
 
     def pub(self, paper: str, table: str, **kw):
-        from qrlib import published
+        from qrlib.eval import published
 
         if paper not in self.papers:
             self.papers.append(paper)
@@ -316,7 +316,7 @@ def _rewards(d: Doc) -> str:
 
 
 def _bandits(d: Doc) -> str:
-    from qrlib import bandits as B
+    from qrlib.methods.bandits import bandits as B
 
     pool = d.t("09_pool_stats")
     chk = d.t("09_direction_checks")
@@ -833,7 +833,7 @@ _CITED = re.compile(r"`([0-9]{2}_[\w]+|run_timings)\.md`")
 def allowed_numbers(d: Doc, section_tables: list[str]) -> list[float]:
     """Values a section may quote: its cited tables, the published papers read, the
     profile's parameters."""
-    from qrlib import published
+    from qrlib.eval import published
     from qrlib.workbook import load_profile
 
     vals: list[float] = []

@@ -45,7 +45,7 @@ from typing import Any
 from qrlib.core.io import (REPO_ROOT, atomic_path, atomic_write, cache_dir,  # noqa: F401
                            current_umask, load_json, read_table, save_json, save_table)
 from qrlib.core.lock import LOCK_NAME, run_lock  # noqa: F401
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 NOTEBOOK_SRC_DIR = NOTEBOOK_DIR / "src"
@@ -350,7 +350,7 @@ def parameters_for(profile: dict[str, Any], name: str, declared: Mapping[str, An
 def data_roots(data_dir: str | os.PathLike | None = None) -> list[Path]:
     """Every existing folder a notebook may read datasets from (``qrlib.data``'s lookup
     order, with the notebooks folder as the working directory)."""
-    from qrlib import data as qdata
+    from qrlib.data import datasets as qdata
 
     cands = []
     if data_dir:
