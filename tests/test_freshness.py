@@ -7,7 +7,7 @@ import pytest
 
 from qrlib import freshness as F
 from qrlib import workbook as wb
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 CPU = wb.REPO_ROOT / "params" / "cpu.yaml"
 
@@ -18,21 +18,21 @@ def _importers(module: str) -> set[str]:
 
 def test_module_closure_follows_imports_transitively_and_package_data():
     closure = F.module_closure(F.source_path("09_bandit_selection"))
-    assert "qrlib/bandits.py" in closure
-    assert "qrlib/published/bandit.yaml" in closure          # package data of an import
-    assert "qrlib/prompts/sage.py" in closure                # pkgutil-imported submodule
+    assert "qrlib/methods/bandits/bandits.py" in closure
+    assert "qrlib/methods/bandits/published.yaml" in closure          # package data of an import
+    assert "qrlib/methods/bandits/prompts.py" in closure         # the prompts decompose renders
     assert "qrlib/workbook.py" not in closure                # the runner is not a result input
-    assert "qrlib/train.py" not in closure
+    assert "qrlib/rl/train.py" not in closure
 
 
 def test_editing_a_module_makes_exactly_its_importers_stale():
-    # 04 imports qrlib.bandits for the bandit paper's epsilon reading (its 'open readings'
+    # 04 imports qrlib.methods.bandits.bandits for the bandit paper's epsilon reading (its 'open readings'
     # table), so it is stale with 09 when bandits.py changes; nothing else imports it
-    assert _importers("qrlib/bandits.py") == {"04_reward_shaping", "09_bandit_selection"}
-    # 10 reads the training scale of each row through qrlib.scale, which needs no trainer
-    assert _importers("qrlib/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
+    assert _importers("qrlib/methods/bandits/bandits.py") == {"04_reward_shaping", "09_bandit_selection"}
+    # 10 reads the training scale of each row through qrlib.eval.scale, which needs no trainer
+    assert _importers("qrlib/rl/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
                                             "08_sage_rlqr", "12_acqo_vanilla_rl"}
-    assert "10_evaluation" in _importers("qrlib/scale.py")
+    assert "10_evaluation" in _importers("qrlib/eval/scale.py")
     assert _importers("qrlib/workbook.py") == set()
     assert _importers("qrlib/publish.py") == set()
 
@@ -80,7 +80,7 @@ def test_a_changed_module_is_named_in_the_reason(monkeypatch):
                         lambda p: "edited" if p.name == "bandits.py" else real(p))
     stale = _stale(profile, manifest)
     assert set(stale) == {"04_reward_shaping", "09_bandit_selection"}
-    assert stale["09_bandit_selection"][0].startswith("qrlib/bandits.py changed")
+    assert stale["09_bandit_selection"][0].startswith("qrlib/methods/bandits/bandits.py changed")
 
 
 def test_declared_reads_must_name_earlier_notebooks(tmp_path):

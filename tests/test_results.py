@@ -199,8 +199,8 @@ def test_publishing_failure_never_fails_the_run(tmp_path, capsys):
 def test_recorder_round_trips_key_numbers(tmp_path, capsys):
     import numpy as np
 
-    from qrlib.errors import QrlibError
-    from qrlib.record import Recorder, read_records
+    from qrlib.core.errors import QrlibError
+    from qrlib.eval.record import Recorder, read_records
 
     rec = Recorder(tmp_path, "01_toy")
     assert rec("ndcg", np.float64(0.5)) == 0.5

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from qrlib import workbook as wb
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 TOY = textwrap.dedent('''\
     # %% tags=["parameters"]

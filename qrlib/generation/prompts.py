@@ -7,7 +7,7 @@ themselves belong to the papers: ``qrlib/methods/<paper>/prompts.py`` registers 
 its paper is imported (DMQR-RAG's and the generic rewrite prompt sit with SAGE, which
 compares against them). :func:`get` imports every paper on a miss
 (:func:`qrlib.core.registry.load_methods`); :data:`REGISTRY` holds what has been
-registered so far, i.e. everything once :mod:`qrlib.methods` is imported.
+registered so far, i.e. everything once :mod:`qrlib.methods.registry` is imported.
 """
 from __future__ import annotations
 

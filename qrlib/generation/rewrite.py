@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import qrlib.methods  # noqa: F401  (registers every paper's prompts, formats, rewards)
+import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, rewards)
 from qrlib.core.errors import QrlibError
 from qrlib.generation import engine, policy
 from qrlib.generation.parsing import parse_completion

@@ -15,21 +15,20 @@ Every folder holds the paper's prompt templates (``prompts.py``), its rewards
   ``bandits.py`` (the policies and the simulator), ``decompose.py`` (sub-query splits).
 
 Registration. The registries sit in the shared layers (prompts and formats in
-:mod:`qrlib.generation`, rewards in :mod:`qrlib.rl.rewards`); a paper's ``__init__``
-imports the modules that register into them (prompts, formats, rewards) and nothing else,
-and this package imports every paper, so ``import qrlib.methods`` fills the registries
-(the lookups do it themselves on a miss: :func:`qrlib.core.registry.load_methods`). The
-papers are imported explicitly, not with ``pkgutil``, so that the static import reading of
-:mod:`qrlib.freshness` sees each of them; the order is the order the rewards and formats
-were always listed in (DeepRetrieval, ACQO, SAGE, RL-QR, then the bandit study).
+:mod:`qrlib.generation`, rewards in :mod:`qrlib.rl.rewards`). :mod:`qrlib.methods.registry`
+imports every paper's registering modules (``prompts``, ``formats``, ``rewards``), so
+``import qrlib.methods.registry`` fills the registries; the lookups do it themselves on a
+miss (:func:`qrlib.core.registry.load_methods`), and the modules that resolve names from a
+configuration (:mod:`qrlib.generation.rewrite`, :mod:`qrlib.rl.env`, :mod:`qrlib.rl.train`,
+:mod:`qrlib.methods.acqo.curriculum`) import it with a plain statement.
 
-Pipeline modules (``curriculum``, ``bandits``, ``decompose``, ``bestofn``, ``synthesis``,
-``evidence``) are imported by the notebooks that use them, never by an ``__init__``: a
-notebook's freshness then depends on a paper's pipeline only when it imports it, while
-every paper's registrations (and ``published.yaml``) are inputs of whatever imports a paper.
+Why not in this ``__init__`` (or in each paper's): :mod:`qrlib.freshness` counts every
+parent ``__init__`` (and its package data) as loaded by an import. Were the registrations
+imported here, importing any one module of any paper (``decompose`` for notebook 03, the
+published numbers for notebook 02) would make that notebook depend on every prompt, format
+and reward of all five papers. As it is, these ``__init__`` files import nothing: importing
+``qrlib.methods.bandits.bandits`` loads that module, its paper's ``published.yaml`` (package
+data of ``qrlib/methods/bandits/``) and what it imports itself, no more; and the pipeline
+modules (``curriculum``, ``bandits``, ``decompose``, ``bestofn``, ``synthesis``,
+``evidence``) are inputs only of the notebooks that import them.
 """
-from __future__ import annotations
-
-from qrlib.methods import deepretrieval, acqo, sage, rlqr, bandits  # noqa: F401  (registers)
-
-PAPERS = ("deepretrieval", "acqo", "sage", "rlqr", "bandits")

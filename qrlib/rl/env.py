@@ -36,9 +36,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import qrlib.methods  # noqa: F401  (registers every paper's prompts, formats, rewards)
+import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, rewards)
 from qrlib.core.errors import QrlibError
 from qrlib.generation.parsing import ParseResult, completion_text, parse_completion
+from qrlib.methods.sage import rewards as _sage_rewards  # SAGE Eq. 3, an option of every env
 from qrlib.retrieval import fusion as _fusion
 from qrlib.rl import rewards as _rewards
 
@@ -257,8 +258,8 @@ class RewardEnv:
         for i, d in enumerate(parts):
             r = d["reward"]
             if self._post_copy and texts[i]:
-                r2 = _rewards.copy_penalty(r, " ".join(parsed[i].queries), originals[i],
-                                           self.copy_penalty or 0.0)
+                r2 = _sage_rewards.copy_penalty(r, " ".join(parsed[i].queries), originals[i],
+                                                self.copy_penalty or 0.0)
                 d["copy_penalty"] = r2 - r
                 r = r2
             out.append(float(r))

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import qrlib.methods  # noqa: F401  (registers every paper's prompts, formats, rewards)
+import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, rewards)
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import atomic_path, atomic_write, save_json
 from qrlib.core.lock import run_lock
@@ -42,7 +42,7 @@ from qrlib.data import datasets as qdata, rows as qrows
 from qrlib.data.rows import check_rows, rows_from_queries
 from qrlib.generation import engine
 from qrlib.generation.engine import push_weights
-from qrlib.generation.parsing import completion_text, parse_completion
+from qrlib.generation.parsing import completion_text, parse_completion, sft_target
 from qrlib.generation.policy import cpu_has_native_bf16, load_policy
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.retrieval import retrievers as retrieval
@@ -596,18 +596,6 @@ def _sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[
     trainer.save_model(str(cfg.output_dir / "sft" / "adapter"))
     tok.save_pretrained(str(cfg.output_dir / "sft" / "adapter"))
     return trainer.model
-
-
-def sft_target(query: str, fmt: str) -> str:
-    """A format-valid completion carrying ``query`` (for the SFT warm start)."""
-    body = json.dumps({"query": query}, ensure_ascii=False)
-    if fmt == "deepretrieval-nothink":
-        return f"<answer>{body}</answer>"
-    if fmt == "deepretrieval":  # a reasoning block is required; keep it minimal
-        return f"<think>The query keeps the key terms.</think>\n<answer>{body}</answer>"
-    if fmt == "plain":
-        return query
-    return body
 
 
 def _checkpointing(cfg: TrainConfig) -> bool:

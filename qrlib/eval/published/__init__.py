@@ -33,8 +33,8 @@ tables keep percent); ``fraction=True`` divides percent values by 100.
 Why a package with one module: :mod:`qrlib.freshness` counts a package's data files as part
 of its ``__init__``, so ``references.yaml`` here is an input of exactly the notebooks that
 read published numbers (in ``qrlib/eval/`` it would be one of every notebook importing
-:mod:`qrlib.eval.metrics`). The papers' own files are reached through the import of
-:mod:`qrlib.methods` below, for the same reason.
+:mod:`qrlib.eval.metrics`). The papers' own files are reached through the imports of the
+papers' packages below (whose ``__init__`` files import nothing), for the same reason.
 """
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ from typing import Any
 
 import qrlib.methods
 from qrlib.core.errors import QrlibError
+from qrlib.methods import acqo, bandits, deepretrieval, rlqr, sage  # noqa: F401
+# each paper's published.yaml is package data of its folder: importing the (empty) paper
+# packages makes the files inputs of the notebooks that read published numbers
 
 HERE = Path(__file__).resolve().parent             # references.yaml
 METHODS_DIR = Path(qrlib.methods.__file__).resolve().parent  # <folder>/published.yaml

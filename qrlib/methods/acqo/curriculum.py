@@ -14,10 +14,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import qrlib.methods.registry  # noqa: F401  (prompt and format names come from callers)
 from qrlib.core.errors import QrlibError
+from qrlib.generation import policy  # policy.generate: late-bound, patchable in tests
 from qrlib.generation.engine import chunk_size
 from qrlib.generation.parsing import parse_completion
-from qrlib.generation.policy import generate
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.methods.acqo.rewards import acqo_curriculum, acqo_tau
 from qrlib.retrieval import fusion as F
@@ -56,10 +57,10 @@ def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[s
         texts = [render_prompt(template, tokenizer, prefill=prefill,
                                **{f: r[f] for f in template.fields}) for r in chunk]
         t0 = time.perf_counter()
-        outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
-                        do_sample=do_sample, temperature=temperature, top_p=top_p,
-                        num_return_sequences=n, batch_size=batch_size, seed=seed,
-                        autocast=autocast)
+        outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
+                               do_sample=do_sample, temperature=temperature, top_p=top_p,
+                               num_return_sequences=n, batch_size=batch_size, seed=seed,
+                               autocast=autocast)
         per = (time.perf_counter() - t0) / max(len(outs), 1)
         for i, comp in enumerate(outs):
             r = chunk[i // n]

@@ -1,13 +1,9 @@
 """The bandit study of query decomposition (Petcu et al. 2025, "Query Decomposition for
 RAG: Balancing Exploration-Exploitation"); its published numbers are filed as paper
-``bandit``.
+``bandit`` (``published.yaml``).
 
-Importing the package registers the paper's decomposition prompts (``bandit/*``). It has no
-trained rewrite, hence no completion format or reward. Pipeline modules:
-:mod:`~qrlib.methods.bandits.bandits` (policies, simulator, metrics) and
-:mod:`~qrlib.methods.bandits.decompose` (oracle, heuristic and model splits); neither is
-imported here, so only the notebooks that use them depend on them.
+Registering module (imported by :mod:`qrlib.methods.registry`): ``prompts`` (``bandit/*``,
+the decomposition prompts). No trained rewrite, hence no completion format or reward.
+Pipeline modules: :mod:`~qrlib.methods.bandits.bandits` (policies, simulator, metrics) and
+:mod:`~qrlib.methods.bandits.decompose` (oracle, heuristic and model splits).
 """
-from __future__ import annotations
-
-from qrlib.methods.bandits import prompts  # noqa: F401  (registers)

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import qrlib.methods.bandits.prompts  # noqa: F401  (the templates model_split renders)
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json
-from qrlib.generation import prompts as P
-from qrlib.generation.policy import generate
+from qrlib.generation import policy, prompts as P  # policy.generate: late-bound, patchable in tests
 
 __all__ = [
     "oracle_split", "heuristic_split", "heuristic_hierarchy", "entity_spans",
@@ -314,10 +314,10 @@ def model_split(questions: Sequence[str], model: Any, tokenizer: Any, *,
     if todo:
         texts = [P.render(prompt, tokenizer, request=_clean(questions[i]),
                           n_queries=n_queries) for i in todo]
-        outs = generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
-                        do_sample=n_samples > 1, temperature=temperature, top_p=top_p,
-                        num_return_sequences=n_samples, seed=seed, batch_size=batch_size,
-                        progress=True)
+        outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
+                               do_sample=n_samples > 1, temperature=temperature, top_p=top_p,
+                               num_return_sequences=n_samples, seed=seed, batch_size=batch_size,
+                               progress=True)
         for j, i in enumerate(todo):
             for s in range(n_samples):
                 raw = outs[j * n_samples + s]

@@ -1,10 +1,8 @@
 """SAGE: strategy-guided query rewriting (five rewriting strategies, strategy-aware rewards).
 
-Importing the package registers the paper's prompts (``sage/*``), the DMQR-RAG baselines
-and the generic rewrite prompt SAGE compares against (``dmqr/*``, ``generic/rewrite`` in
-:mod:`~qrlib.methods.sage.dmqr_prompts`), its completion format (``sage``) and its rewards
-(SCS, CRS, the direct reward). Pipeline module: :mod:`~qrlib.methods.sage.bestofn`.
+Registering modules (imported by :mod:`qrlib.methods.registry`): ``prompts`` (``sage/*``),
+``dmqr_prompts`` (DMQR-RAG's four rewriting prompts and the generic rewrite prompt, the
+baselines SAGE compares against: ``dmqr/*``, ``generic/rewrite``), ``formats`` (``sage``),
+``rewards`` (SCS, CRS, the direct reward, the copy penalty of Eq. 3). Pipeline module:
+:mod:`~qrlib.methods.sage.bestofn`. Published numbers: ``published.yaml``.
 """
-from __future__ import annotations
-
-from qrlib.methods.sage import dmqr_prompts, formats, prompts, rewards  # noqa: F401  (registers)
