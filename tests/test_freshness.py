@@ -26,15 +26,40 @@ def test_module_closure_follows_imports_transitively_and_package_data():
 
 
 def test_editing_a_module_makes_exactly_its_importers_stale():
-    # 04 imports qrlib.methods.bandits.bandits for the bandit paper's epsilon reading (its 'open readings'
+    # 04 imports the bandit paper's bandits module for its epsilon reading (its 'open readings'
     # table), so it is stale with 09 when bandits.py changes; nothing else imports it
-    assert _importers("qrlib/methods/bandits/bandits.py") == {"04_reward_shaping", "09_bandit_selection"}
+    assert _importers("qrlib/methods/bandits/bandits.py") == {"04_reward_shaping",
+                                                              "09_bandit_selection"}
     # 10 reads the training scale of each row through qrlib.eval.scale, which needs no trainer
     assert _importers("qrlib/rl/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
                                             "08_sage_rlqr", "12_acqo_vanilla_rl"}
     assert "10_evaluation" in _importers("qrlib/eval/scale.py")
     assert _importers("qrlib/workbook.py") == set()
     assert _importers("qrlib/publish.py") == set()
+
+
+def test_a_papers_modules_reach_only_the_notebooks_that_use_them():
+    # pipeline modules of one paper: only their importers
+    assert _importers("qrlib/methods/acqo/curriculum.py") == {"06_acqo_stage1", "07_acqo_stage2",
+                                                             "12_acqo_vanilla_rl"}
+    assert _importers("qrlib/methods/sage/bestofn.py") == {"08_sage_rlqr"}
+    assert _importers("qrlib/methods/rlqr/synthesis.py") == {"08_sage_rlqr"}
+    assert _importers("qrlib/methods/deepretrieval/evidence.py") == {"11_deepretrieval_tasks"}
+    # a paper's registrations reach the notebooks that resolve names (rewrite, env, train),
+    # not one that only reads published numbers (02) or splits queries (03)
+    rewards = _importers("qrlib/methods/acqo/rewards.py")
+    assert {"04_reward_shaping", "05_vanilla_rl", "06_acqo_stage1", "08_sage_rlqr"} <= rewards
+    assert not rewards & {"01_data_analysis", "02_index_build", "03_rank_score_fusion"}
+    assert _importers("qrlib/methods/registry.py") == rewards
+    # published numbers: each paper's file and the references are inputs of their readers
+    readers = _importers("qrlib/eval/published/__init__.py")
+    assert {"02_index_build", "09_bandit_selection"} <= readers
+    assert _importers("qrlib/eval/published/references.yaml") == readers
+    assert readers <= _importers("qrlib/methods/sage/published.yaml")
+    assert _importers("qrlib/methods/bandits/prompts.py") >= {"03_rank_score_fusion",
+                                                             "09_bandit_selection"}
+    closure = F.module_closure(F.source_path("01_data_analysis"))
+    assert not [m for m in closure if m.startswith("qrlib/methods/")]
 
 
 def _fresh_manifest(profile):

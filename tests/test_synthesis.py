@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from qrlib.methods.rlqr.synthesis import PREFILL, load_synthesis, parse_synthesis, save_synthesis, usable
+from qrlib.methods.rlqr.synthesis import (PREFILL, load_synthesis, parse_synthesis,
+                                          save_synthesis, usable)
 
 DOC = "Vitamin D supplementation reduced hip fractures in a randomised trial of 2,000 adults."
 

@@ -64,7 +64,8 @@ IR_DATASETS_IDS: dict[str, dict[str, str]] = {
 
 
 # --------------------------------------------------------------------------- Dataset
-# Dataset and doc_text live in qrlib.data.collection (shared with qrlib.data.loaders); re-exported here.
+# Dataset and doc_text live in qrlib.data.collection (shared with qrlib.data.loaders);
+# re-exported here.
 
 
 # --------------------------------------------------------------------------- readers

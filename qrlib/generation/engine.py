@@ -321,7 +321,8 @@ def engine_for(model: Any, dtype: str = "float32") -> Engine:
     folder = getattr(base, "name_or_path", None) or getattr(base.config, "_name_or_path", "")
     if not folder or not (Path(folder) / "config.json").exists():
         raise QrlibError(f"model's name_or_path {folder!r} is not a local model folder; "
-                         f"vLLM generation needs one (load models with qrlib.generation.policy.load_policy)")
+                         "vLLM generation needs one (load models with "
+                         "qrlib.generation.policy.load_policy)")
     eng = get_engine(folder, dtype)
     if not eng.holds(model):
         eng.load_weights(model)

@@ -93,7 +93,7 @@ class TrainConfig:
     retriever_params: dict[str, Any] = field(default_factory=dict)
     reward: str = "deepretrieval_ndcg"
     reward_params: dict[str, Any] = field(default_factory=dict)  # RewardEnv kwargs (k, lenient, ...)
-    fmt: str | None = None                # completion format (qrlib.generation.parsing); None: the prompt's
+    fmt: str | None = None                # completion format (generation.parsing); None: the prompt's
     prompt: str | dict[str, str] = "deepretrieval/bm25-think"  # registry name or {system,user}
     expansion: bool = False               # RewardEnv mode="expand": search original + model text
     prefill: str = ""                     # text the assistant turn starts with, e.g. '{"query": "';

@@ -96,9 +96,11 @@ def _body(query: str) -> str:
     return json.dumps({"query": query}, ensure_ascii=False)
 
 
-register_format(OutputFormat(
-    "deepretrieval", parse, source=SOURCE,
+def _think_target(query: str) -> str:
     # a reasoning block is required; keep it minimal
-    sft_target=lambda q: f"<think>The query keeps the key terms.</think>\n<answer>{_body(q)}</answer>"))
+    return f"<think>The query keeps the key terms.</think>\n<answer>{_body(query)}</answer>"
+
+
+register_format(OutputFormat("deepretrieval", parse, source=SOURCE, sft_target=_think_target))
 register_format(OutputFormat("deepretrieval-nothink", parse, source=SOURCE,
                              sft_target=lambda q: f"<answer>{_body(q)}</answer>"))
