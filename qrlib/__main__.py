@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
                         allow_dirty=args.allow_dirty, log_output=args.log_output)
         elif args.cmd == "status":
-            from qrlib.freshness import profile_status
+            from qrlib.workbook.freshness import profile_status
 
             for s in profile_status(args.profile):
                 print(s.line())
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
             baseline_main(args.dataset, args.retriever, args.split, as_json=args.json)
         elif args.cmd == "results":
-            from qrlib.results import results_main
+            from qrlib.workbook.results import results_main
 
             return results_main(args.profile, args.output, check=args.check)
         elif args.cmd == "build-notebooks":

@@ -135,7 +135,7 @@ def test_smoke_notebooks_publish_small_with_a_header(smoke_run, tmp_path):
     """The publishing mechanism on this run's executed notebooks (cpu is published the same way)."""
     import nbformat
 
-    from qrlib import publish
+    from qrlib.workbook import publish
 
     profile, _, _ = smoke_run
     paths = publish.publish_notebooks(profile["name"], dest=tmp_path)

@@ -1,77 +1,50 @@
-"""Workbook plumbing: profiles, run folders, atomic artifacts, notebook build and runner.
+"""The notebook runner: ``python -m qrlib run PROFILE`` executes a profile's notebooks.
 
-No science lives here. A *profile* is one YAML file under ``params/``::
-
-    name: smoke                  # run name: runs/smoke, figures/smoke, tables/smoke
-    description: CI profile
-    extends: cpu.yaml            # optional: start from another profile, then override
-    globals:                     # given to every notebook that declares the parameter
-      seed: 0
-    notebooks:                   # per-notebook parameters (override globals)
-      02_index_build:
-        datasets: [scifact]
-
-Every key under ``globals`` must be declared in the ``parameters`` cell of at least one
-notebook, and every key of a notebook section in that notebook's ``parameters`` cell;
-anything else is an error naming the key, and so is a value whose type differs from the
-default in the ``parameters`` cell (``"forty"`` for an integer, a string where a list is
-expected, ``"false"`` for a boolean; ``null`` is always accepted, an integer where a float
-is expected too). The runner always injects ``profile``, ``run_dir``, ``figures_dir``,
-``tables_dir`` and ``cache_dir`` where a notebook declares them; a profile may not set them.
+The top layer of :mod:`qrlib.workbook`: it reads profiles (:mod:`.profiles`), records each
+notebook's inputs and fingerprint (:mod:`.freshness`), stamps and publishes its outputs
+(:mod:`.publish`) and, after a ``cpu`` run, regenerates RESULTS.md (:mod:`.results`).
 
 ``--stale`` (alias ``--resume``) runs only the notebooks that ``python -m qrlib status``
-calls stale or never run (:mod:`qrlib.freshness`: source, profile section, imported qrlib
-files, dataset folders read, declared upstream notebooks). One ``qrlib run`` at a time may
-use a run folder (``runs/<name>/run.lock`` holds the PID); the executed copy of a notebook
-is ``INCOMPLETE-NN_name.ipynb`` until it has run to the end. Injected paths are relative
-to ``notebooks/`` (the kernel's working directory), so executed notebooks hold no absolute
-path of the machine that ran them.
+calls stale or never run (:mod:`qrlib.workbook.freshness`: source, profile section,
+imported qrlib files, dataset folders read, declared upstream notebooks). One ``qrlib run``
+at a time may use a run folder (``runs/<name>/run.lock`` holds the PID); the executed copy
+of a notebook is ``INCOMPLETE-NN_name.ipynb`` until it has run to the end. Injected paths
+are relative to ``notebooks/`` (the kernel's working directory), so executed notebooks
+hold no absolute path of the machine that ran them.
+
+The notebook folders and the repository root are read from :mod:`.profiles` at call time
+(``profiles.NOTEBOOK_DIR``), so that pointing them elsewhere there moves the runner too.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
-import copy
 import hashlib
 import json
 import os
-import sys
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qrlib.core.io import (REPO_ROOT, atomic_path, atomic_write, cache_dir,  # noqa: F401
-                           current_umask, load_json, read_table, save_json, save_table)
-from qrlib.core.lock import LOCK_NAME, run_lock  # noqa: F401
+import psutil
+
+from qrlib.core import readlog
+from qrlib.core.io import atomic_write, save_json
+from qrlib.core.lock import LOCK_NAME, run_lock
 from qrlib.core.errors import QrlibError
-
-NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-NOTEBOOK_SRC_DIR = NOTEBOOK_DIR / "src"
-PROFILE_KEYS = {"name", "description", "extends", "globals", "notebooks"}
-INJECTED = ("profile", "run_dir", "figures_dir", "tables_dir", "cache_dir")
-
-
-# --------------------------------------------------------------------------- paths
-def run_paths(name: str, root: Path | None = None) -> dict[str, Path]:
-    """The folders a run writes to: runs/<name>, figures/<name>, tables/<name>."""
-    root = Path(root or REPO_ROOT)
-    return {
-        "run_dir": root / "runs" / name,
-        "figures_dir": root / "figures" / name,
-        "tables_dir": root / "tables" / name,
-    }
-
+from qrlib.workbook import freshness, profiles, publish, results
+from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
+                                     notebook_parameters, notebook_relpath, parameters_for,
+                                     profile_files, run_paths, select_notebooks)
 
 @contextlib.contextmanager
 def published_outputs_guard(name: str, folders: list[Path]) -> Any:
     """Keep a copy of notebook ``name``'s published outputs (``NN_*`` files in ``folders``)
     while it runs; ``guard.restore()`` puts them back exactly (files it added removed), so
     a notebook that fails half-way leaves no half-written tables or figures behind."""
-    import shutil
-    import tempfile
-
     prefix = name.split("_", 1)[0] + "_"
     with tempfile.TemporaryDirectory(prefix="qrlib-outputs-") as tmp:
         saved: dict[Path, Path] = {}
@@ -100,11 +73,6 @@ def published_outputs_guard(name: str, folders: list[Path]) -> Any:
         yield Guard()
 
 
-# --------------------------------------------------------------------------- notebooks
-def notebook_names() -> list[str]:
-    """Notebook stems in run order (``NN_name``), from ``notebooks/src/*.py``."""
-    return sorted(p.stem for p in NOTEBOOK_SRC_DIR.glob("[0-9][0-9]_*.py"))
-
 
 def build_notebooks(names: list[str] | None = None) -> list[Path]:
     """Convert the jupytext sources ``notebooks/src/NN_*.py`` into ``notebooks/NN_*.ipynb``.
@@ -112,260 +80,21 @@ def build_notebooks(names: list[str] | None = None) -> list[Path]:
     The ``.py`` files (percent format) are the sources under review; the ``.ipynb`` files
     are what JupyterLab opens and the runner executes. Outputs are never stored.
     """
-    import jupytext
+    import jupytext  # deferred: heavy (markdown-it, nbformat), needed only to build
 
     out = []
     for name in names or notebook_names():
-        nb = jupytext.read(NOTEBOOK_SRC_DIR / f"{name}.py")
+        nb = jupytext.read(profiles.NOTEBOOK_SRC_DIR / f"{name}.py")
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (qrlib)",
                                      "language": "python"}
         nb.metadata.pop("jupytext", None)
         for i, cell in enumerate(nb.cells):  # stable ids: rebuilding gives no spurious diff
             cell.id = f"c{i:03d}-" + hashlib.sha1(cell.source.encode()).hexdigest()[:8]
-        target = NOTEBOOK_DIR / f"{name}.ipynb"
+        target = profiles.NOTEBOOK_DIR / f"{name}.ipynb"
         atomic_write(target, jupytext.writes(nb, fmt="ipynb"))
         out.append(target)
     return out
 
-
-def notebook_parameters(name: str) -> dict[str, Any]:
-    """Names and defaults declared in the notebook's ``parameters`` cell."""
-    import papermill as pm
-
-    path = NOTEBOOK_DIR / f"{name}.ipynb"
-    if not path.exists():
-        raise QrlibError(f"notebook {path} does not exist; run `make notebooks` to build it")
-    params = pm.inspect_notebook(str(path))
-    if not params:
-        raise QrlibError(f"notebook {name} has no cell tagged 'parameters'")
-    return {k: v.get("default") for k, v in params.items()}
-
-
-_NO_DEFAULT = object()
-
-
-def _default_value(source: Any) -> Any:
-    """The Python value of a default as written in a parameters cell (``_NO_DEFAULT`` when
-    it is an expression rather than a literal)."""
-    if not isinstance(source, str):
-        return source
-    try:
-        return ast.literal_eval(source)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return _NO_DEFAULT
-
-
-def _type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", tuple: "a list", dict: "a mapping"}.get(type(value),
-                                                                    type(value).__name__)
-
-
-def check_value_type(value: Any, default: Any) -> str | None:
-    """None if ``value`` fits the type of a parameters-cell ``default``, else what was
-    expected. ``None`` on either side is always accepted; an int is accepted for a float."""
-    if value is None or default is None or default is _NO_DEFAULT:
-        return None
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif isinstance(default, str):
-        ok = isinstance(value, str)
-    elif isinstance(default, (list, tuple)):
-        ok = isinstance(value, (list, tuple))
-    elif isinstance(default, dict):
-        ok = isinstance(value, dict)
-    else:
-        return None
-    return None if ok else _type_name(default)
-
-
-def _type_error(where: str, key: str, value: Any, expected: str, default: Any,
-                notebook: str) -> QrlibError:
-    hint = ""
-    if expected == "a number" and isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            float(value)
-            hint = f" (YAML reads {value} as text; write it with a dot, e.g. 5.0e-5)"
-    return QrlibError(f"{where}: {key} must be {expected} like its default {default!r} in "
-                      f"{notebook}'s parameters cell, got {_type_name(value)} {value!r}{hint}")
-
-
-# --------------------------------------------------------------------------- profiles
-def _yaml_loader() -> Any:
-    """A safe YAML loader that refuses a key given twice in one mapping."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=deep)
-            with contextlib.suppress(TypeError):
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} appears twice in one mapping",
-                        key_node.start_mark)
-                seen.add(key)
-        return loader.construct_mapping(node, deep=deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return Loader
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    if not path.exists():
-        raise QrlibError(f"profile {path} not found; profiles live in {REPO_ROOT / 'params'}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise QrlibError(f"profile {path} cannot be read as UTF-8 text ({exc})") from None
-    try:
-        data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        what = getattr(exc, "problem", None) or (str(exc).splitlines() or ["parse error"])[0]
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise QrlibError(f"profile {path} is not valid YAML{where}: {what}") from None
-    if not isinstance(data, dict):
-        raise QrlibError(f"profile {path} must be a mapping with keys {sorted(PROFILE_KEYS)}")
-    return data
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
-
-
-def load_profile(path: str | os.PathLike, *, validate: bool = True,
-                 _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read a profile (following ``extends``) and check every key against the notebooks.
-
-    Raises :class:`QrlibError` naming the first unknown or malformed key.
-    """
-    path = Path(path)
-    if not path.exists() and not path.suffix and (REPO_ROOT / "params" / f"{path}.yaml").exists():
-        path = REPO_ROOT / "params" / f"{path}.yaml"
-    here = path.resolve()
-    if here in _chain:
-        cycle = " -> ".join(p.name for p in (*_chain[_chain.index(here):], here))
-        raise QrlibError(f"profile {_chain[0].name}: 'extends' forms a cycle ({cycle}); "
-                         "a profile may extend only profiles that do not lead back to it")
-    data = _read_yaml(path)
-    unknown = set(data) - PROFILE_KEYS
-    if unknown:
-        raise QrlibError(f"profile {path.name}: unknown top-level key {sorted(unknown)[0]!r}; "
-                         f"accepted: {sorted(PROFILE_KEYS)}")
-    if "extends" in data:
-        if not isinstance(data["extends"], str) or not data["extends"].strip():
-            raise QrlibError(f"profile {path.name}: 'extends' must be a profile file name such "
-                             f"as cpu.yaml, got {data['extends']!r}")
-        parent = load_profile(path.parent / data["extends"], validate=False,
-                              _chain=(*_chain, here))
-        parent.pop("extends", None)
-        child = {k: v for k, v in data.items() if k != "extends"}
-        data = _merge(parent, child)
-    data.setdefault("name", path.stem)
-    data.setdefault("globals", {})
-    data.setdefault("notebooks", {})
-    for key in ("globals", "notebooks"):
-        if not isinstance(data[key], dict):
-            raise QrlibError(f"profile {path.name}: '{key}' must be a mapping, "
-                             f"got {type(data[key]).__name__}")
-    if not isinstance(data["name"], str) or not data["name"].replace("-", "").replace("_", "").isalnum():
-        raise QrlibError(f"profile {path.name}: name must be letters, digits, '-' or '_', "
-                         f"got {data['name']!r}")
-    if validate:
-        validate_profile(data, source=path.name)
-    return data
-
-
-def validate_profile(profile: dict[str, Any], *, source: str = "profile") -> None:
-    """Check every key of ``globals`` and each notebook section against the notebooks."""
-    names = notebook_names()
-    declared = {n: notebook_parameters(n) for n in names}
-    for nb, section in profile["notebooks"].items():
-        if nb not in declared:
-            raise QrlibError(f"{source}: unknown notebook {nb!r}; accepted: {names}")
-        if section is None:
-            section = profile["notebooks"][nb] = {}
-        if not isinstance(section, dict):
-            raise QrlibError(f"{source}: notebooks.{nb} must be a mapping of parameters")
-        for key, value in section.items():
-            if key in INJECTED:
-                raise QrlibError(f"{source}: notebooks.{nb}.{key} is set by the runner; "
-                                 "remove it")
-            if key not in declared[nb]:
-                raise QrlibError(f"{source}: unknown key {key!r} for notebook {nb}; "
-                                 f"accepted: {sorted(declared[nb])}")
-            default = _default_value(declared[nb][key])
-            expected = check_value_type(value, default)
-            if expected:
-                raise _type_error(f"{source}: notebooks.{nb}", key, value, expected, default, nb)
-    every = set().union(*declared.values()) if declared else set()
-    for key, value in profile["globals"].items():
-        if key in INJECTED:
-            raise QrlibError(f"{source}: globals.{key} is set by the runner; remove it")
-        if key not in every:
-            raise QrlibError(f"{source}: unknown global key {key!r}; no notebook declares it")
-        for nb in names:
-            if key in declared[nb] and key not in profile["notebooks"].get(nb, {}):
-                default = _default_value(declared[nb][key])
-                expected = check_value_type(value, default)
-                if expected:
-                    raise _type_error(f"{source}: globals", key, value, expected, default, nb)
-
-
-def _rel(path: Path | str) -> str:
-    """``path`` relative to the notebooks folder (the kernel's working directory), so no
-    executed notebook or stamp holds an absolute path of the machine that ran it."""
-    return os.path.relpath(Path(path).resolve(), NOTEBOOK_DIR.resolve())
-
-
-def parameters_for(profile: dict[str, Any], name: str, declared: Mapping[str, Any],
-                   root: Path | None = None) -> dict[str, Any]:
-    """The parameters papermill injects into notebook ``name`` (paths relative to
-    ``notebooks/``, the kernel's working directory)."""
-    paths = run_paths(profile["name"], root)
-    injected = {"profile": profile["name"], "cache_dir": _rel(cache_dir()),
-                **{k: _rel(v) for k, v in paths.items()}}
-    params = {k: v for k, v in injected.items() if k in declared}
-    params.update({k: v for k, v in profile["globals"].items() if k in declared})
-    params.update(profile["notebooks"].get(name, {}))
-    return params
-
-
-def data_roots(data_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Every existing folder a notebook may read datasets from (``qrlib.data``'s lookup
-    order, with the notebooks folder as the working directory)."""
-    from qrlib.data import datasets as qdata
-
-    cands = []
-    if data_dir:
-        d = Path(data_dir).expanduser()
-        cands.append(d if d.is_absolute() else NOTEBOOK_DIR / d)
-    if os.environ.get("QRLIB_DATA"):
-        cands.append(Path(os.environ["QRLIB_DATA"]))
-    cands += [NOTEBOOK_DIR / "data", REPO_ROOT / "data", qdata.REPO_ROOT / "data",
-              qdata.REPO_ROOT.parent / "shared" / "data", REPO_ROOT.parent / "shared" / "data",
-              NOTEBOOK_DIR.parent / "shared" / "data"]
-    out: list[Path] = []
-    for c in cands:
-        if c.is_dir() and c.resolve() not in out:
-            out.append(c.resolve())
-    return out
 
 
 # --------------------------------------------------------------------------- runner
@@ -379,8 +108,6 @@ class _PeakMemory:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
-        import psutil
-
         me = psutil.Process()
         while not self._stop.is_set():
             total = 0
@@ -408,24 +135,9 @@ def _failed_cell(exc: Exception) -> str:
     return f"{where} raised {name}: {value}"
 
 
-def select_notebooks(names: list[str], only: list[str] | None) -> list[str]:
-    """The notebooks ``--only`` names (number or full name), in run order."""
-    if not only:
-        return names
-    wanted = []
-    for token in only:
-        match = [n for n in names if n == token or n.split("_", 1)[0] == token.zfill(2)]
-        if not match:
-            raise QrlibError(f"--only {token!r} matches no notebook; accepted: {names}")
-        wanted += match
-    return [n for n in names if n in wanted]
-
-
 def stale_selection(profile_path: str | os.PathLike, root: Path) -> list[str]:
     """Notebooks to run for ``--stale``: every stale or never-run notebook, plus each fresh
     notebook whose artifacts a selected one reads but this machine's run folder lacks."""
-    from qrlib import freshness
-
     profile = load_profile(profile_path)
     status = {s.notebook: s for s in freshness.profile_status(profile_path, root)}
     chosen = {n for n, s in status.items() if s.state != "fresh"}
@@ -442,16 +154,8 @@ def stale_selection(profile_path: str | os.PathLike, root: Path) -> list[str]:
 def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> list[str]:
     """Uncommitted files among what a notebook depends on (its source, its qrlib modules,
     the profile files); [] outside a git work tree."""
-    from qrlib import freshness
-
     files = [*inputs["source"], *inputs["modules"]]
-    chain, path = [], profile_path.resolve()
-    while path.exists() and path not in chain:  # the profile and the files it extends
-        chain.append(path)
-        ext = (_read_yaml(path) or {}).get("extends")
-        if not isinstance(ext, str):
-            break
-        path = (path.parent / ext).resolve()
+    chain = profile_files(profile_path)  # the profile and the files it extends
     return sorted(freshness.uncommitted(files + [os.path.relpath(p, root) for p in chain], root))
 
 
@@ -464,19 +168,15 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     Executed notebooks go to ``runs/<name>/notebooks/`` (named ``INCOMPLETE-NN_name.ipynb``,
     behind a first cell saying so, until the notebook has run to its end). After each
     notebook the runner checks its read log against its declared reads
-    (:mod:`qrlib.freshness`), stamps its tables and figure captions with the commit and its
-    fingerprint, and records its inputs, wall time and peak memory in
+    (:mod:`qrlib.workbook.freshness`), stamps its tables and figure captions with the commit
+    and its fingerprint, and records its inputs, wall time and peak memory in
     ``tables/<name>/manifest.json``. ``stale`` (or ``resume``) runs only what
     ``qrlib status`` calls stale or never run. A published profile refuses to run a
     notebook whose inputs have uncommitted changes unless ``allow_dirty``.
     """
-    import papermill as pm
+    import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
 
-    from qrlib import freshness
-    from qrlib.core import readlog
-    from qrlib.publish import PUBLISHED_PROFILES, commit_info, stamp_outputs
-
-    root = Path(root or REPO_ROOT)
+    root = Path(root or profiles.REPO_ROOT)
     profile_path = Path(profile_path)
     if not profile_path.exists() and (root / "params" / f"{profile_path}.yaml").exists():
         profile_path = root / "params" / f"{profile_path}.yaml"
@@ -485,7 +185,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
-    published = profile["name"] in PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1"
+    published = profile["name"] in publish.PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1"
     with run_lock(run_dir):
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
@@ -515,7 +215,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             log.unlink(missing_ok=True)
             watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
                      (root / "params").resolve()]
-            info = {**commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
+            info = {**publish.commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
             print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
             start = time.perf_counter()
             started = time.time()
@@ -528,9 +228,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                     name, [paths["tables_dir"], paths["figures_dir"]]) as guard:
                 try:
                     executed = pm.execute_notebook(
-                        _with_incomplete_banner(NOTEBOOK_DIR / f"{name}.ipynb"),
+                        _with_incomplete_banner(profiles.NOTEBOOK_DIR / f"{name}.ipynb"),
                         str(partial_nb), parameters=params, kernel_name=kernel,
-                        cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
+                        cwd=str(profiles.NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
                 except pm.PapermillExecutionError as exc:
                     status, error = "failed", _failed_cell(exc)
                 except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
@@ -570,9 +270,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                                    for u in freshness.declared_reads(name, root)}}
             fp = freshness.fingerprint(inputs)
             row["fingerprint"] = fp
-            outputs = stamp_outputs(name, profile["name"], paths, since=started, info=info,
+            outputs = publish.stamp_outputs(name, profile["name"], paths, since=started, info=info,
                                     fingerprint=fp, root=root)
-            _save_complete(executed, out_nb, NOTEBOOK_DIR / f"{name}.ipynb")
+            _save_complete(executed, out_nb, profiles.NOTEBOOK_DIR / f"{name}.ipynb")
             partial_nb.unlink(missing_ok=True)
             entry = {"fingerprint": fp, "commit": info["commit"], "dirty": info["dirty"],
                      "allow_dirty": bool(dirty and allow_dirty), "wall_s": row["wall_s"],
@@ -581,9 +281,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             freshness.save_manifest_entry(profile["name"], name, entry, root)
             save_json({**row, "hash": fp}, marker)
         _print_summary(rows)
-        from qrlib.publish import after_run  # timing table; cpu: executed notebooks + RESULTS.md
-
-        after_run(profile["name"], rows, root=root)
+        after_run(profile["name"], rows, root=root)  # timings; cpu: executed notebooks, RESULTS.md
     return rows
 
 
@@ -606,9 +304,6 @@ def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
     (``jupyter: qrlib: reads``). Returns ``{"data": [...], "artifacts": [...]}`` with
     repository-relative dataset folders and profile files.
     """
-    from qrlib import freshness
-    from qrlib.core import readlog
-
     run_dir = run_dir.resolve()
     producers: dict[str, str] = {}
     for other in sorted((run_dir / "reads").glob("*.log")):
@@ -661,7 +356,7 @@ def _with_incomplete_banner(path: Path) -> Any:
     failure says so itself (and is named ``INCOMPLETE-...``); the runner drops the cell once
     the notebook has run to its end.
     """
-    import nbformat
+    import nbformat  # deferred: heavy (jsonschema), needed only around a notebook run
 
     nb = nbformat.read(path, as_version=4)
     cell = nbformat.v4.new_markdown_cell(
@@ -681,11 +376,11 @@ def _with_incomplete_banner(path: Path) -> Any:
 
 def _save_complete(nb: Any, path: Path, source: Path) -> None:
     """Write the executed notebook without the incomplete banner, atomically."""
-    import nbformat
+    import nbformat  # deferred, as in _with_incomplete_banner
 
     pm_meta = nb.metadata.get("papermill", {})
     if "input_path" in pm_meta:  # papermill recorded the bannered notebook object itself
-        pm_meta["input_path"], pm_meta["output_path"] = _rel(source), _rel(path)
+        pm_meta["input_path"], pm_meta["output_path"] = notebook_relpath(source), notebook_relpath(path)
     nb.cells = [c for c in nb.cells if c.get("id") not in (INCOMPLETE_CELL_ID, READLOG_CELL_ID)
                 and c.get("metadata", {}).get("qrlib") not in ("incomplete-banner", "read-log")]
     nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": True}
@@ -693,7 +388,7 @@ def _save_complete(nb: Any, path: Path, source: Path) -> None:
 
 
 def _append_timing(path: Path, row: Mapping[str, Any]) -> None:
-    import pandas as pd
+    import pandas as pd  # deferred: heavy, needed once per notebook run
 
     cols = ["notebook", "status", "wall_s", "peak_rss_mb", "hash", "finished"]
     new = pd.DataFrame([{c: row.get(c) for c in cols}])
@@ -713,10 +408,22 @@ def _print_summary(rows: list[dict[str, Any]]) -> None:
     print(f"[qrlib] total wall time of executed notebooks: {total / 60:.1f} min", flush=True)
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m qrlib.workbook build`
-    if sys.argv[1:2] == ["build"]:
-        for p in build_notebooks(sys.argv[2:] or None):
-            print(p.relative_to(REPO_ROOT))
-    else:
-        print("usage: python -m qrlib.workbook build [NN_name ...]", file=sys.stderr)
-        sys.exit(2)
+# --------------------------------------------------------------------------- after the run
+def after_run(profile: str, rows: list[dict[str, Any]], *, root: Path | None = None) -> None:
+    """Hook at the end of :func:`run_profile` (never fails the run): the timing table for
+    every profile; for the published profiles the executed notebooks
+    (:func:`qrlib.workbook.publish.publish_notebooks`); for the results profile RESULTS.md
+    (:func:`qrlib.workbook.results.write_results`)."""
+    root = Path(root or profiles.REPO_ROOT)
+    try:
+        publish.timing_table(profile, root=root)
+        if profile in publish.PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1":
+            ran = [r["notebook"] for r in rows if r.get("status") == "ok"]
+            for p in publish.publish_notebooks(profile, root=root, names=ran):
+                print(f"[qrlib] published {p.relative_to(root)}", flush=True)
+        if profile == publish.RESULTS_PROFILE and (root / "tables" / profile).exists():
+            path = results.write_results(profile, root=root)
+            print(f"[qrlib] wrote {path.relative_to(root)}", flush=True)
+    except Exception as exc:  # noqa: BLE001 - publishing must not lose an hour of results
+        print(f"[qrlib] publishing the {profile} run failed ({type(exc).__name__}: {exc}); "
+              f"the run itself is complete under runs/{profile}", flush=True)

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qrlib.core.io import REPO_ROOT, atomic_write, read_table
 from qrlib.core.errors import QrlibError
 from qrlib.eval.stats import verdict
-from qrlib.core.io import REPO_ROOT, atomic_write, read_table
+from qrlib.workbook.freshness import profile_status
+from qrlib.workbook.profiles import load_profile
+from qrlib.workbook.publish import timing_table
 
 # ---------------------------------------------------------------------------- numbers
 # References that contain digits but are not results (Table 4, Eq. 1-2, issue 10, ...)
@@ -367,8 +370,6 @@ def _bandits(d: Doc) -> str:
 
 
 def _rl(d: Doc) -> str:
-    from qrlib.workbook import load_profile
-
     ts = d.t("05_training_summary")
     te = d.t("05_test_results")
     prof = load_profile(d.root / "params" / f"{d.profile}.yaml", validate=False)
@@ -769,8 +770,6 @@ SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
 
 def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]:
     """The text of RESULTS.md for ``profile`` and the :class:`Doc` with its sources."""
-    from qrlib.freshness import profile_status
-
     d = Doc(profile, Path(root or REPO_ROOT))
     if not d.tables_dir.exists():
         raise QrlibError(f"no tables for profile {profile!r} under {d.tables_dir}; run "
@@ -807,8 +806,6 @@ def write_results(profile: str = "cpu", *, root: Path | None = None,
 def results_main(profile: str, output: str | None = None, *, check: bool = False) -> int:
     """CLI: refresh ``tables/<profile>/run_timings`` from the run folder when there is
     one, then write (or, with ``check``, compare) RESULTS.md."""
-    from qrlib.publish import timing_table
-
     root = REPO_ROOT
     timing_table(profile, root=root)
     target = Path(output) if output else root / "RESULTS.md"
@@ -834,7 +831,6 @@ def allowed_numbers(d: Doc, section_tables: list[str]) -> list[float]:
     """Values a section may quote: its cited tables, the published papers read, the
     profile's parameters."""
     from qrlib.eval import published
-    from qrlib.workbook import load_profile
 
     vals: list[float] = []
     for name in section_tables:

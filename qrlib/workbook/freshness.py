@@ -13,10 +13,13 @@ A notebook's **inputs** are
 * ``upstream``: the fingerprint of each earlier notebook whose artifacts it declares reading
   in its source header (``jupyter: qrlib: reads: [06_acqo_stage1]``).
 
-The runner records these inputs per notebook in ``tables/<profile>/manifest.json`` (committed
-with the tables), so that ``python -m qrlib status --profile cpu`` can say, on any clone,
-which published notebooks are fresh, which are stale and why. Pure functions of file
-contents; git is asked only for the "(uncommitted)" note in a reason.
+The runner (:mod:`qrlib.workbook.runner`) records these inputs per notebook in
+``tables/<profile>/manifest.json`` (committed with the tables), so that
+``python -m qrlib status --profile cpu`` can say, on any clone, which published notebooks
+are fresh, which are stale and why. Pure functions of file contents; git is asked only for
+the "(uncommitted)" note in a reason.
+
+Imports only :mod:`qrlib.workbook.profiles`, :mod:`qrlib.core` and :mod:`qrlib.errors`.
 """
 from __future__ import annotations
 
@@ -30,8 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from qrlib.core.io import REPO_ROOT, atomic_write, load_json
 from qrlib.core.errors import QrlibError
+from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
+                                     notebook_parameters, parameters_for)
 
 PACKAGE = "qrlib"
 MANIFEST = "manifest.json"
@@ -142,8 +149,6 @@ def declared_reads(name: str, root: Path = REPO_ROOT) -> list[str]:
         #     reads: [06_acqo_stage1]
         # ---
     """
-    import yaml
-
     lines = source_path(name, root).read_text(encoding="utf-8").splitlines()
     if not lines or lines[0].strip() != "# ---":
         return []
@@ -177,9 +182,8 @@ def data_inputs(folders: Iterable[str], root: Path = REPO_ROOT,
                 data_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """Content hash of each input named in a read log: ``params/...`` files of the
     repository, and dataset folders by name, found where the notebooks find them
-    (:func:`qrlib.workbook.data_roots`, so a clone elsewhere hashes its own copy)."""
-    from qrlib.workbook import data_roots
-
+    (:func:`qrlib.workbook.profiles.data_roots`, so a clone elsewhere hashes its own
+    copy)."""
     roots = data_roots(data_dir)
     out = {}
     for f in sorted(set(folders)):
@@ -314,8 +318,6 @@ def published_entries(profile: str, root: Path = REPO_ROOT) -> dict[str, Any]:
 
 def profile_status(profile_path: str | os.PathLike, root: Path = REPO_ROOT) -> list[Status]:
     """Freshness of every notebook of a profile, in run order."""
-    from qrlib.workbook import load_profile, notebook_names, notebook_parameters, parameters_for
-
     profile = load_profile(profile_path)
     manifest = published_entries(profile["name"], root)
     out: dict[str, Status] = {}

@@ -1,7 +1,8 @@
 """Publish the executed notebooks of a profile, small enough to commit and browse.
 
-``python -m qrlib run params/cpu.yaml`` ends by calling :func:`after_run`, which, for the
-profiles in :data:`PUBLISHED_PROFILES` (the README's ``cpu`` profile):
+``python -m qrlib run params/cpu.yaml`` ends by calling
+:func:`qrlib.workbook.runner.after_run`, which, for the profiles in
+:data:`PUBLISHED_PROFILES` (the README's ``cpu`` profile):
 
 * copies every notebook that ran to ``notebooks/executed/<profile>/NN_name.ipynb`` with its
   outputs, stripped of what makes notebooks heavy (PDF/SVG twins of figures, widget
@@ -11,11 +12,15 @@ profiles in :data:`PUBLISHED_PROFILES` (the README's ``cpu`` profile):
 * writes ``tables/<profile>/run_timings.csv|md`` (wall time and peak memory of each
   notebook's last run, from ``tables/<profile>/manifest.json``), which README and RESULTS
   quote;
-* regenerates ``RESULTS.md`` from ``tables/<profile>/`` (:mod:`qrlib.results`).
+* regenerates ``RESULTS.md`` from ``tables/<profile>/`` (:mod:`qrlib.workbook.results`).
 
 For every profile the timing table is written; notebooks are published only for the
 listed profiles (or any profile with ``QRLIB_PUBLISH=1``), so ``make test`` leaves the
 repository untouched. Data, indexes and weights are never copied: only notebook outputs.
+
+This module stamps and publishes; it imports only :mod:`qrlib.workbook.freshness` (the
+manifest), :mod:`qrlib.core` and :mod:`qrlib.errors`. nbformat, PIL and pandas are imported
+inside the functions that need them (heavy, and not needed to stamp a table).
 """
 from __future__ import annotations
 
@@ -28,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write, save_table
 from qrlib.core.errors import QrlibError
-from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write
+from qrlib.workbook.freshness import load_manifest, published_entries
 
 PUBLISHED_PROFILES = ("cpu",)
 RESULTS_PROFILE = "cpu"
@@ -137,7 +143,8 @@ def _clean_stream(text: str, max_lines: int) -> str:
     lines = [ln for ln in lines if not re.fullmatch(r"\s*", ln)] if len(lines) > 1 else lines
     if len(lines) > max_lines:
         head, tail = lines[: max_lines * 2 // 3], lines[-(max_lines // 3):]
-        lines = head + [f"... [{len(lines) - len(head) - len(tail)} lines cut by qrlib.publish] ..."] + tail
+        cut = len(lines) - len(head) - len(tail)
+        lines = head + [f"... [{cut} lines cut by qrlib.workbook.publish] ..."] + tail
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
@@ -197,9 +204,9 @@ def header_cell(name: str, profile: str, entry: dict[str, Any], executed: str) -
     stamp = stamp_text(name, profile, entry, entry.get("fingerprint", "?"))
     text = (f"> **Executed copy, for reading.** `{name}` run with the **`{profile}`** profile "
             f"(`params/{profile}.yaml`) on {executed}{wall}: {stamp}.  \n"
-            f"> Written by `python -m qrlib run params/{profile}.yaml` (qrlib.publish): outputs "
-            f"only, figures downscaled, no data or weights. `python -m qrlib status --profile "
-            f"{profile}` tells whether it is still fresh. Do not edit: the source is "
+            f"> Written by `python -m qrlib run params/{profile}.yaml` (qrlib.workbook.publish): "
+            f"outputs only, figures downscaled, no data or weights. `python -m qrlib status "
+            f"--profile {profile}` tells whether it is still fresh. Do not edit: the source is "
             f"`notebooks/src/{name}.py`; open `notebooks/{name}.ipynb` to run it yourself.")
     cell = nbformat.v4.new_markdown_cell(text)
     cell.id = HEADER_ID
@@ -213,8 +220,6 @@ def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str
     ``notebooks/executed/<profile>/``, stripped, behind a header cell with the stamp of the
     notebook's manifest entry (commit, tree, fingerprint); returns the paths."""
     import nbformat
-
-    from qrlib.freshness import load_manifest
 
     root = Path(root or REPO_ROOT)
     src_dir = root / "runs" / profile / "notebooks"
@@ -250,9 +255,9 @@ def write_index(dest: Path, profile: str) -> Path:
     import nbformat
 
     lines = [f"# Executed notebooks of the `{profile}` profile", "",
-             f"Written by `python -m qrlib run params/{profile}.yaml` (see `qrlib/publish.py`); "
-             "outputs only, for reading on a repository page or in JupyterLab without running "
-             "anything. The runnable notebooks are one folder up. Whether each is still what "
+             f"Written by `python -m qrlib run params/{profile}.yaml` (see "
+             "`qrlib/workbook/publish.py`); outputs only, for reading on a repository page or "
+             "in JupyterLab without running anything. The runnable notebooks are one folder up. Whether each is still what "
              f"the code at HEAD produces: `python -m qrlib status --profile {profile}`.", "",
              "| notebook | commit | fingerprint | executed | wall time |", "|---|---|---|---|---|"]
     for p in sorted(dest.glob("[0-9][0-9]_*.ipynb")):
@@ -270,9 +275,6 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
     None when no notebook has run."""
     import pandas as pd
 
-    from qrlib.core.io import save_table
-    from qrlib.freshness import published_entries
-
     root = Path(root or REPO_ROOT)
     manifest = published_entries(profile, root)
     if not manifest:
@@ -286,22 +288,3 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
                        f"notebook, from tables/{profile}/manifest.json; `python -m qrlib status "
                        f"--profile {profile}` tells which are fresh [profile: {profile}]")
     return t
-
-
-def after_run(profile: str, rows: list[dict[str, Any]], *, root: Path | None = None) -> None:
-    """Hook at the end of :func:`qrlib.workbook.run_profile` (never fails the run)."""
-    root = Path(root or REPO_ROOT)
-    try:
-        timing_table(profile, root=root)
-        if profile in PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1":
-            ran = [r["notebook"] for r in rows if r.get("status") == "ok"]
-            for p in publish_notebooks(profile, root=root, names=ran):
-                print(f"[qrlib] published {p.relative_to(root)}", flush=True)
-        if profile == RESULTS_PROFILE and (root / "tables" / profile).exists():
-            from qrlib.results import write_results
-
-            path = write_results(profile, root=root)
-            print(f"[qrlib] wrote {path.relative_to(root)}", flush=True)
-    except Exception as exc:  # noqa: BLE001 - publishing must not lose an hour of results
-        print(f"[qrlib] publishing the {profile} run failed ({type(exc).__name__}: {exc}); "
-              f"the run itself is complete under runs/{profile}", flush=True)
