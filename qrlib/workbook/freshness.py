@@ -7,7 +7,7 @@ A notebook's **inputs** are
 * ``modules``: every qrlib file it imports, transitively, found by reading the ``import``
   statements (deferred imports inside functions included; a package ``__init__`` that
   imports its submodules with ``pkgutil.iter_modules`` depends on all of them; a package's
-  non-Python files, e.g. ``qrlib/published/*.yaml``, belong to its ``__init__``);
+  non-Python files, e.g. ``qrlib/methods/acqo/published.yaml``, belong to its ``__init__``);
 * ``data``: the dataset folders it actually opened in its last run (recorded by the runner's
   read log, :mod:`qrlib.core.readlog`), hashed by content;
 * ``upstream``: the fingerprint of each earlier notebook whose artifacts it declares reading
@@ -109,7 +109,7 @@ def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:
     """Repository-relative paths of every qrlib file that importing ``source`` can load.
 
     Parents' ``__init__`` files count (importing ``qrlib.rewards.acqo`` runs
-    ``qrlib/rewards/__init__.py``); a package's non-Python files count as part of its
+    ``qrlib/methods/__init__.py``); a package's non-Python files count as part of its
     ``__init__`` (they are package data it reads).
     """
     seen: dict[str, Path] = {}
