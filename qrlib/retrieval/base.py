@@ -27,8 +27,9 @@ class Retriever(Protocol):
 
 
 # --------------------------------------------------------------------------- helpers
-def corpus_texts(corpus: Any) -> tuple[list[str], list[str]]:
-    """(doc_ids, texts) from a Dataset, ``{id: {"title","text"}}`` or ``{id: str}``."""
+def corpus_mapping(corpus: Any) -> Mapping[Any, Any]:
+    """The ``{doc_id: doc}`` mapping of a Dataset or a mapping; one-line errors for
+    anything else and for an empty corpus (every back-end indexes through this check)."""
     if isinstance(corpus, Dataset):
         corpus = corpus.corpus
     if not isinstance(corpus, Mapping):
@@ -36,6 +37,12 @@ def corpus_texts(corpus: Any) -> tuple[list[str], list[str]]:
                          f"got {type(corpus).__name__}")
     if len(corpus) == 0:
         raise QrlibError("corpus is empty; a retriever needs at least one document")
+    return corpus
+
+
+def corpus_texts(corpus: Any) -> tuple[list[str], list[str]]:
+    """(doc_ids, texts) from a Dataset, ``{id: {"title","text"}}`` or ``{id: str}``."""
+    corpus = corpus_mapping(corpus)
     ids = [str(d) for d in corpus]
     return ids, [doc_text(v) for v in corpus.values()]
 
@@ -49,7 +56,7 @@ def check_query_batch(texts: Sequence[str], k: int) -> list[str]:
     texts = list(texts)
     if not texts:
         raise QrlibError("search() got an empty query list; pass at least one query text")
-    if not isinstance(k, (int, np.integer)) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise QrlibError(f"k must be a positive integer, got {k!r}")
     bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
     if bad:

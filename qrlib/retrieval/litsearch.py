@@ -45,8 +45,8 @@ from typing import Any
 
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import atomic_write, cache_dir
+from qrlib.retrieval.base import Ranked, check_query_batch
 
-Ranked = list[tuple[str, float]]
 
 PUBMED_ESEARCH_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils/esearch.fcgi"
 CTGOV_STUDIES_URL = "https://clinicaltrials.gov/api/v2/studies"
@@ -303,20 +303,11 @@ class _EngineSearch:
 
     def search(self, texts: Sequence[str], k: int = RECALL_K) -> list[Ranked]:
         """One ranked ``(id, 1/rank)`` list per query text; empty text -> empty list."""
-        if isinstance(texts, str):
-            raise QrlibError("search() takes a list of query texts, got a single string; "
-                             "wrap it as [text]")
-        texts = list(texts)
-        if not texts:
-            raise QrlibError("search() got an empty query list; pass at least one query text")
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise QrlibError(f"k must be a positive integer, got {k!r}")
-        k = min(k, self.max_results)
+        texts = check_query_batch(texts, k)
+        k = min(int(k), self.max_results)
         out: list[Ranked] = []
         self.last_counts = []
         for t in texts:
-            if not isinstance(t, str):
-                raise QrlibError(f"query texts must be str; got {type(t).__name__}")
             if not t.strip():
                 out.append([])
                 self.last_counts.append(0)

@@ -36,14 +36,13 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import cache_dir
-from qrlib.data.collection import Dataset
-from qrlib.retrieval.base import Ranked, check_query_batch, corpus_fingerprint
+from qrlib.retrieval.base import Ranked, check_query_batch, corpus_fingerprint, corpus_mapping
 
 #: Pyserini version DeepRetrieval used (their README: "the version we used is 0.22.1").
 PYSERINI_VERSION = "0.22.1"
@@ -148,13 +147,7 @@ def analyze(text: str) -> list[str]:
 
 def _corpus_contents(corpus: Any, title_sep: str) -> tuple[list[str], list[str]]:
     """(doc_ids, flat ``contents``) — ``title + title_sep + text`` as DeepRetrieval does."""
-    if isinstance(corpus, Dataset):
-        corpus = corpus.corpus
-    if not isinstance(corpus, Mapping):
-        raise QrlibError(f"corpus must be a Dataset or a dict doc_id -> {{title, text}}, "
-                         f"got {type(corpus).__name__}")
-    if len(corpus) == 0:
-        raise QrlibError("corpus is empty; a retriever needs at least one document")
+    corpus = corpus_mapping(corpus)
     ids, texts = [], []
     for d, v in corpus.items():
         ids.append(str(d))
