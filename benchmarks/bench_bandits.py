@@ -1,4 +1,4 @@
-"""Speed of qrlib.bandits: 1,000 repetitions of one request, every Table 1 policy, all
+"""Speed of qrlib.methods.bandits.bandits: 1,000 repetitions of one request, every Table 1 policy, all
 budgets (10 %..100 % come from one run to 100 %), against a plain-Python reference
 (a per-repetition loop implementing Algorithm 1) measured in the same run.
 
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from qrlib import bandits as B
+from qrlib.methods.bandits import bandits as B
 
 
 def synthetic_request(arms: int, depth: int, seed: int = 0) -> B.Request:

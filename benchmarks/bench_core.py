@@ -17,8 +17,8 @@ import random
 import statistics
 import time
 
-from qrlib import fusion
-from qrlib import rewards as R
+from qrlib.retrieval import fusion
+from qrlib.rl import rewards as R
 
 
 def best_time(fn, repeats: int) -> float:
@@ -82,9 +82,9 @@ def main() -> None:
           f"-> {'PASS' if mean < 1000 else 'FAIL'} (< 1 ms avg)")
 
     print("== RewardEnv batch of 64 completions, BM25 on SciFact")
-    from qrlib.data import load_dataset
-    from qrlib.env import RewardEnv
-    from qrlib.retrieval import build_retriever
+    from qrlib.data.datasets import load_dataset
+    from qrlib.rl.env import RewardEnv
+    from qrlib.retrieval.retrievers import build_retriever
     ds = load_dataset("scifact", "test", data_dir=args.data_dir)
     t0 = time.perf_counter()
     ret = build_retriever("bm25", ds.corpus)

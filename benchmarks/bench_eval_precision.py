@@ -39,7 +39,7 @@ PATHS = {  # name: (load the adapter?, merge it?, autocast?)
 
 def decode(cfg: dict, adapter: Path, queries: dict[str, str], path: str, max_new_tokens: int
            ) -> tuple[list[str], float]:
-    from qrlib import policy, rewrite
+    from qrlib.generation import policy, rewrite
 
     with_adapter, merge, autocast = PATHS[path]
     model, tok = policy.load_policy(cfg["model"], adapter=adapter if with_adapter else None,
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     args = ap.parse_args(argv)
 
-    from qrlib import data as qdata
+    from qrlib.data import datasets as qdata
 
     adapters = ([Path(args.adapter)] if args.adapter else
                 sorted(p.parent for p in Path(args.run_dir).glob("rl/*/adapter/adapter_config.json")))

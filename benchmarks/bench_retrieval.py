@@ -2,14 +2,14 @@
 
     python benchmarks/bench_retrieval.py [--dataset scifact] [--split test] [--repeats 3]
 
-Both engines index the same tokens (qrlib.retrieval.Tokenizer: regex split, lower-case,
+Both engines index the same tokens (qrlib.retrieval.retrievers.Tokenizer: regex split, lower-case,
 English stopwords, Snowball stemmer) with k1=1.2, b=0.75 and search the same queries for the
 top 100. Throughput is queries / wall second of the batched search (best of ``--repeats``
 for bm25s, whose single pass takes milliseconds; one pass for rank_bm25). Acceptance for the
 workbook: bm25s at least 30x faster, nDCG@10 within 0.01, high top-10 overlap.
 
 Then, when the ``lucene`` extra is installed (Pyserini + a Java runtime), Lucene BM25
-(qrlib.lucene, Anserini's multi-threaded ``batch_search``, the same k1/b as bm25s, its own
+(qrlib.retrieval.lucene, Anserini's multi-threaded ``batch_search``, the same k1/b as bm25s, its own
 analyzer) against bm25s on ``--lucene-datasets`` (default SciFact and NFCorpus):
 queries per second after one untimed warm-up pass (JIT), the ratio Lucene / bm25s measured in
 this run, nDCG@10 of both and their top-10 overlap. Without the extra that part is skipped
@@ -27,9 +27,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
-from qrlib.data import load_dataset
-from qrlib.metrics import evaluate
-from qrlib.retrieval import BM25Retriever
+from qrlib.data.datasets import load_dataset
+from qrlib.eval.metrics import evaluate
+from qrlib.retrieval.retrievers import BM25Retriever
 
 
 def timed_search(retriever: BM25Retriever, texts: list[str], k: int, repeats: int):
@@ -43,7 +43,7 @@ def timed_search(retriever: BM25Retriever, texts: list[str], k: int, repeats: in
 
 def lucene_vs_bm25s(args) -> dict:
     """Lucene (Pyserini) batch search vs bm25s on the same queries; prints one line each."""
-    from qrlib import lucene
+    from qrlib.retrieval import lucene
 
     ok, why = lucene.lucene_available()
     if not ok:

@@ -1,7 +1,7 @@
 """Training throughput: old vs new GRPO settings in one run, and where a step's time goes.
 
 Runs short GRPO trainings (SciFact train claims, BM25, expansion mode, DeepRetrieval nDCG
-reward through qrlib.env.RewardEnv) with the SAME prompts, rollouts per step and token
+reward through qrlib.rl.env.RewardEnv) with the SAME prompts, rollouts per step and token
 budget under several engine settings, one after the other in this process, and prints for
 each: rollouts per second, seconds per step, the share of step time in generation, in the
 reward (parse + batched retrieval + scoring) and in the rest (log-probs, KL, backward,
@@ -20,9 +20,9 @@ Settings (``--variants``, comma-separated):
   hf       = new: rollouts from transformers ``generate``, TRL's log-prob pass over every
            prompt + completion (issue 23's reference)
   hf-shared as hf with each group's prompt run once in the log-prob passes
-           (qrlib.sharedprefix; TrainConfig.shared_prompt_pass, the default since issue 23)
+           (qrlib.rl.sharedprefix; TrainConfig.shared_prompt_pass, the default since issue 23)
   vllm-unshared  as hf with rollouts from the in-process vLLM engine (bf16; TRL colocate
-           mode with qrlib's weight push, qrlib.engine). Engine start is reported apart
+           mode with qrlib's weight push, qrlib.generation.engine). Engine start is reported apart
            ("setup": wall time outside the measured steps, model load included)
   vllm     vLLM rollouts and the shared-prompt pass (the default since issue 23)
   vllm-nois as vllm without TRL's importance-sampling correction (saves the no-grad
@@ -72,7 +72,7 @@ def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
             settings: dict, prompts: int = 1) -> dict:
     import pandas as pd
 
-    from qrlib.train import load_config, train
+    from qrlib.rl.train import load_config, train
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(dict(

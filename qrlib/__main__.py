@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,16 +46,16 @@ def main(argv: list[str] | None = None) -> int:
             run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
                         allow_dirty=args.allow_dirty, log_output=args.log_output)
         elif args.cmd == "status":
-            from qrlib.freshness import profile_status
+            from qrlib.workbook.freshness import profile_status
 
             for s in profile_status(args.profile):
                 print(s.line())
         elif args.cmd == "baseline":
-            from qrlib.baseline import baseline_main
+            from qrlib.retrieval.baseline import baseline_main
 
             baseline_main(args.dataset, args.retriever, args.split, as_json=args.json)
         elif args.cmd == "results":
-            from qrlib.results import results_main
+            from qrlib.workbook.results import results_main
 
             return results_main(args.profile, args.output, check=args.check)
         elif args.cmd == "build-notebooks":

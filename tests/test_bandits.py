@@ -1,4 +1,4 @@
-"""Tests for qrlib.bandits: Table 1 rewards, Algorithms 1-2 updates, Eq. 1, hierarchy,
+"""Tests for qrlib.methods.bandits.bandits: Table 1 rewards, Algorithms 1-2 updates, Eq. 1, hierarchy,
 and the simulation's invariants on tiny hand-made arms."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from qrlib import bandits as B
-from qrlib.errors import QrlibError
+from qrlib.methods.bandits import bandits as B
+from qrlib.core.errors import QrlibError
 
 
 # ---------------------------------------------------------------- pure rewards (Table 1)
@@ -229,6 +229,6 @@ def test_alpha_ndcg_hand_worked():
 
 def test_bandits_module_does_not_import_torch():
     import subprocess
-    code = "import qrlib.bandits, sys; print('torch' in sys.modules)"
+    code = "import qrlib.methods.bandits.bandits, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False"

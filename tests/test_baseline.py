@@ -1,4 +1,4 @@
-"""qrlib.baseline and the ``python -m qrlib baseline`` CLI."""
+"""qrlib.retrieval.baseline and the ``python -m qrlib baseline`` CLI."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ import math
 import pytest
 
 from qrlib.__main__ import main
-from qrlib.baseline import baseline_main, run_baseline
-from qrlib.data import load_dataset
-from qrlib.errors import QrlibError
+from qrlib.retrieval.baseline import baseline_main, run_baseline
+from qrlib.data.datasets import load_dataset
+from qrlib.core.errors import QrlibError
 
 
 def test_baseline_on_tiny_fixture_by_hand(fixtures_dir, capsys):

@@ -6,8 +6,8 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from qrlib.bestofn import best_of_n_curve, best_share, expected_max
-from qrlib.errors import QrlibError
+from qrlib.methods.sage.bestofn import best_of_n_curve, best_share, expected_max
+from qrlib.core.errors import QrlibError
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from qrlib import curriculum as C
-from qrlib.errors import QrlibError
-from qrlib.stats import fmt_interval, paired_bootstrap
+from qrlib.methods.acqo import curriculum as C
+from qrlib.core.errors import QrlibError
+from qrlib.eval.stats import fmt_interval, paired_bootstrap
 
 
 def test_paired_bootstrap_interval_and_pairing():
@@ -58,7 +58,7 @@ def test_search_fused_uses_rsf_and_one_call():
 
 
 def test_subquery_probe_adds_fused_and_best_single():
-    from qrlib.env import RewardEnv
+    from qrlib.rl.env import RewardEnv
 
     lists = {"good": [("g1", 2.0), ("n", 1.0)], "other": [("g2", 2.0), ("m", 1.0)],
              "bad": [("n", 2.0), ("m", 1.0)]}
@@ -74,7 +74,7 @@ def test_subquery_probe_adds_fused_and_best_single():
 
 
 def test_rejection_targets_pick_the_best_valid_sample_only_when_it_beats_the_copy():
-    from qrlib.curriculum import rejection_targets
+    from qrlib.methods.acqo.curriculum import rejection_targets
 
     cands = [
         {"qid": "a", "completion": "s1", "format_ok": True, "reward": 1.2},

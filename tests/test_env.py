@@ -6,10 +6,11 @@ import sqlite3
 
 import pytest
 
-from qrlib import prompts, rewards
-from qrlib.env import RewardEnv
-from qrlib.errors import QrlibError
-from qrlib.parsing import FORMATS, parse_completion
+from qrlib.generation import prompts
+from qrlib.rl import rewards
+from qrlib.rl.env import RewardEnv
+from qrlib.core.errors import QrlibError
+from qrlib.generation.parsing import formats, parse_completion
 
 QRELS = {"q1": {"g1": 1, "g2": 1}, "q2": {"h": 1}}
 DOCS = {"alpha": [("g1", 3.0), ("x", 2.0), ("g2", 1.0)],
@@ -184,7 +185,7 @@ def test_every_registered_prompt_declares_a_known_format():
         fmt = tpl.meta.get("fmt")
         if fmt is None and name in NOT_PARSED:
             continue
-        assert fmt in FORMATS, (name, fmt)
+        assert fmt in formats(), (name, fmt)
         parse_completion("", fmt)                        # accepted by the parser
 
 

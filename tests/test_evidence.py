@@ -1,13 +1,13 @@
-"""Answer-span hits (H@N) and the knowledge-injection analysis (qrlib.evidence)."""
+"""Answer-span hits (H@N) and the knowledge-injection analysis (qrlib.methods.deepretrieval.evidence)."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from qrlib import evidence as ev
-from qrlib.errors import QrlibError
-from qrlib.rewards.deepretrieval import answer_rank_tier_reward
+from qrlib.methods.deepretrieval import evidence as ev
+from qrlib.core.errors import QrlibError
+from qrlib.methods.deepretrieval.rewards import answer_rank_tier_reward
 
 DOCS = {
     "d_the": "The cat sat on the mat.",
@@ -235,8 +235,8 @@ def test_injection_frame_and_rate():
 
 # --------------------------------------------------------------------------- real data
 def test_bm25_raw_questions_on_2wiki(shared_data):
-    from qrlib.data import load_dataset
-    from qrlib.retrieval import build_retriever
+    from qrlib.data.datasets import load_dataset
+    from qrlib.retrieval.retrievers import build_retriever
 
     ds = load_dataset("2wikimultihopqa-mini", "test")
     qids = list(ds.queries)[:100]

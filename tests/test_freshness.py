@@ -5,11 +5,14 @@ import copy
 
 import pytest
 
-from qrlib import freshness as F
+from qrlib.workbook import freshness as F
 from qrlib import workbook as wb
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 CPU = wb.REPO_ROOT / "params" / "cpu.yaml"
+# the workbook package (runner, freshness, publishing, RESULTS.md): no result input
+WORKBOOK_FILES = sorted(str(p.relative_to(wb.REPO_ROOT))
+                        for p in (wb.REPO_ROOT / "qrlib" / "workbook").glob("*.py"))
 
 
 def _importers(module: str) -> set[str]:
@@ -18,23 +21,49 @@ def _importers(module: str) -> set[str]:
 
 def test_module_closure_follows_imports_transitively_and_package_data():
     closure = F.module_closure(F.source_path("09_bandit_selection"))
-    assert "qrlib/bandits.py" in closure
-    assert "qrlib/published/bandit.yaml" in closure          # package data of an import
-    assert "qrlib/prompts/sage.py" in closure                # pkgutil-imported submodule
-    assert "qrlib/workbook.py" not in closure                # the runner is not a result input
-    assert "qrlib/train.py" not in closure
+    assert "qrlib/methods/bandits/bandits.py" in closure
+    assert "qrlib/methods/bandits/published.yaml" in closure          # package data of an import
+    assert "qrlib/methods/bandits/prompts.py" in closure         # the prompts decompose renders
+    assert not set(WORKBOOK_FILES) & set(closure)            # the runner is not a result input
+    assert "qrlib/rl/train.py" not in closure
 
 
 def test_editing_a_module_makes_exactly_its_importers_stale():
-    # 04 imports qrlib.bandits for the bandit paper's epsilon reading (its 'open readings'
+    # 04 imports the bandit paper's bandits module for its epsilon reading (its 'open readings'
     # table), so it is stale with 09 when bandits.py changes; nothing else imports it
-    assert _importers("qrlib/bandits.py") == {"04_reward_shaping", "09_bandit_selection"}
-    # 10 reads the training scale of each row through qrlib.scale, which needs no trainer
-    assert _importers("qrlib/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
+    assert _importers("qrlib/methods/bandits/bandits.py") == {"04_reward_shaping",
+                                                              "09_bandit_selection"}
+    # 10 reads the training scale of each row through qrlib.eval.scale, which needs no trainer
+    assert _importers("qrlib/rl/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
                                             "08_sage_rlqr", "12_acqo_vanilla_rl"}
-    assert "10_evaluation" in _importers("qrlib/scale.py")
-    assert _importers("qrlib/workbook.py") == set()
-    assert _importers("qrlib/publish.py") == set()
+    assert "10_evaluation" in _importers("qrlib/eval/scale.py")
+    assert {"qrlib/workbook/runner.py", "qrlib/workbook/publish.py"} <= set(WORKBOOK_FILES)
+    imported = set().union(*(F.module_closure(F.source_path(n)) for n in wb.notebook_names()))
+    assert not imported & set(WORKBOOK_FILES)        # no notebook imports the workbook
+
+
+def test_a_papers_modules_reach_only_the_notebooks_that_use_them():
+    # pipeline modules of one paper: only their importers
+    assert _importers("qrlib/methods/acqo/curriculum.py") == {"06_acqo_stage1", "07_acqo_stage2",
+                                                             "12_acqo_vanilla_rl"}
+    assert _importers("qrlib/methods/sage/bestofn.py") == {"08_sage_rlqr"}
+    assert _importers("qrlib/methods/rlqr/synthesis.py") == {"08_sage_rlqr"}
+    assert _importers("qrlib/methods/deepretrieval/evidence.py") == {"11_deepretrieval_tasks"}
+    # a paper's registrations reach the notebooks that resolve names (rewrite, env, train),
+    # not one that only reads published numbers (02) or splits queries (03)
+    rewards = _importers("qrlib/methods/acqo/rewards.py")
+    assert {"04_reward_shaping", "05_vanilla_rl", "06_acqo_stage1", "08_sage_rlqr"} <= rewards
+    assert not rewards & {"01_data_analysis", "02_index_build", "03_rank_score_fusion"}
+    assert _importers("qrlib/methods/registry.py") == rewards
+    # published numbers: each paper's file and the references are inputs of their readers
+    readers = _importers("qrlib/eval/published/__init__.py")
+    assert {"02_index_build", "09_bandit_selection"} <= readers
+    assert _importers("qrlib/eval/published/references.yaml") == readers
+    assert readers <= _importers("qrlib/methods/sage/published.yaml")
+    assert _importers("qrlib/methods/bandits/prompts.py") >= {"03_rank_score_fusion",
+                                                             "09_bandit_selection"}
+    closure = F.module_closure(F.source_path("01_data_analysis"))
+    assert not [m for m in closure if m.startswith("qrlib/methods/")]
 
 
 def _fresh_manifest(profile):
@@ -80,7 +109,7 @@ def test_a_changed_module_is_named_in_the_reason(monkeypatch):
                         lambda p: "edited" if p.name == "bandits.py" else real(p))
     stale = _stale(profile, manifest)
     assert set(stale) == {"04_reward_shaping", "09_bandit_selection"}
-    assert stale["09_bandit_selection"][0].startswith("qrlib/bandits.py changed")
+    assert stale["09_bandit_selection"][0].startswith("qrlib/methods/bandits/bandits.py changed")
 
 
 def test_declared_reads_must_name_earlier_notebooks(tmp_path):
@@ -97,7 +126,7 @@ def test_declared_reads_must_name_earlier_notebooks(tmp_path):
 
 def test_stamps_replace_older_stamps(tmp_path):
     from qrlib.core.io import read_table, save_table
-    from qrlib.publish import _stamp_file
+    from qrlib.workbook.publish import _stamp_file
 
     import pandas as pd
 

@@ -8,8 +8,8 @@ from fractions import Fraction
 import pytest
 import ranx
 
-from qrlib.errors import QrlibError
-from qrlib.fusion import (combmnz, combsum, fuse, fuse_batch, fuse_runs, normalise, rrf,
+from qrlib.core.errors import QrlibError
+from qrlib.retrieval.fusion import (combmnz, combsum, fuse, fuse_batch, fuse_runs, normalise, rrf,
                           rsf, rsf_keys, to_run)
 
 A = [("a", 0.9), ("b", 0.8), ("c", 0.7)]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from qrlib.errors import QrlibError
-from qrlib.litsearch import (CTGOV_STUDIES_URL, PUBMED_ESEARCH_URL, ClinicalTrialsSearch,
+from qrlib.core.errors import QrlibError
+from qrlib.retrieval.litsearch import (CTGOV_STUDIES_URL, PUBMED_ESEARCH_URL, ClinicalTrialsSearch,
                              PubMedSearch, ReplayTransport, Response, ResponseCache,
                              UrllibTransport, build_engine)
 
@@ -312,7 +312,7 @@ def test_cache_ignores_errors_and_corrupt_files(tmp_path):
 
 # --------------------------------------------------------------------------- registry + env
 def test_build_engine_and_build_retriever(replay):
-    from qrlib.retrieval import build_retriever
+    from qrlib.retrieval.retrievers import build_retriever
 
     pm = build_engine("pubmed", replay=str(FIX / "replay.json"), k1=1.2, page_size=4)
     assert isinstance(pm, PubMedSearch) and isinstance(pm.transport, ReplayTransport)
@@ -326,7 +326,7 @@ def test_build_engine_and_build_retriever(replay):
 
 
 def test_reward_env_with_recall_tiers_at_3000(replay):
-    from qrlib.env import RewardEnv
+    from qrlib.rl.env import RewardEnv
 
     qrels = {"pico-1": {"38912345": 1, "37654321": 1, "99999999": 1},   # 2 of 3 found
              "pico-2": {"NCT04184622": 1, "NCT00968708": 1}}

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from qrlib import lucene
-from qrlib.errors import QrlibError
-from qrlib.lucene import released_ndcg10
+from qrlib.retrieval import lucene
+from qrlib.core.errors import QrlibError
+from qrlib.retrieval.lucene import released_ndcg10
 
 AVAILABLE, WHY = lucene.lucene_available()
 needs_lucene = pytest.mark.skipif(not AVAILABLE, reason=f"Lucene extra missing: {WHY}")
@@ -142,8 +142,8 @@ def test_stored_fields_change_no_ranking(tmp_path):
 
 @needs_lucene
 def test_build_retriever_and_env(tmp_path):
-    from qrlib.env import RewardEnv
-    from qrlib.retrieval import build_retriever
+    from qrlib.rl.env import RewardEnv
+    from qrlib.retrieval.retrievers import build_retriever
 
     r = build_retriever("lucene", CORPUS, cache=tmp_path, k1=1.2, b=0.75, model="ignored",
                         query_prefix="contents:")
@@ -159,9 +159,9 @@ def test_build_retriever_and_env(tmp_path):
 def test_nfcorpus_prefix_reproduces_published_baseline():
     """DeepRetrieval Table 2 reports BM25 nDCG@10 14.7 on NFCorpus; their search code
     (code/src/Lucene/nfcorpus/search.py) sends f"contents:{query}" with Pyserini defaults."""
-    from qrlib.data import load_dataset
-    from qrlib.metrics import evaluate
-    from qrlib.retrieval import run_queries
+    from qrlib.data.datasets import load_dataset
+    from qrlib.eval.metrics import evaluate
+    from qrlib.retrieval.retrievers import run_queries
 
     ds = load_dataset("nfcorpus", "test")
     r = lucene.LuceneBM25Retriever(ds.corpus, threads=2)

@@ -1,4 +1,4 @@
-"""qrlib.metrics: hand-worked values through ir-measures, order/missing-query conventions."""
+"""qrlib.eval.metrics: hand-worked values through ir-measures, order/missing-query conventions."""
 from __future__ import annotations
 
 import math
@@ -6,9 +6,9 @@ import math
 import pandas as pd
 import pytest
 
-from qrlib import rewards
-from qrlib.errors import QrlibError
-from qrlib.metrics import easy_hard_split, evaluate, subtopics_from_qrels
+from qrlib.rl import rewards
+from qrlib.core.errors import QrlibError
+from qrlib.eval.metrics import easy_hard_split, evaluate, subtopics_from_qrels
 
 QRELS = {"q1": {"d1": 1, "d2": 1}}
 

@@ -40,12 +40,12 @@ def test_figures_and_tables_saved_with_profile_captions(smoke_run):
 
 
 # ----------------------------------------------------------------------------- key numbers
-# Each notebook records its key numbers (qrlib.record); these tests read them back and
+# Each notebook records its key numbers (qrlib.eval.record); these tests read them back and
 # assert them, so a wrong number fails `make test`, not just a crashed cell. Pinned values
 # are those of the smoke profile (seeded subsets, deterministic retrieval and simulation).
 @pytest.fixture(scope="module")
 def rec(smoke_run):
-    from qrlib.record import read_records
+    from qrlib.eval.record import read_records
 
     _, _, paths = smoke_run
     return read_records(paths["run_dir"])
@@ -59,7 +59,7 @@ def test_every_notebook_records_its_key_numbers(rec):
     missing = {n for n in wb.notebook_names() if not rec.get(n)}
     assert missing <= PENDING_RECORDS, (
         f"notebooks without recorded key numbers: {sorted(missing - PENDING_RECORDS)}; record "
-        "them with qrlib.record.Recorder(run_dir, name) and assert them below")
+        "them with qrlib.eval.record.Recorder(run_dir, name) and assert them below")
     done = PENDING_RECORDS & (set(wb.notebook_names()) - missing)
     assert not done, f"{sorted(done)} now record key numbers: remove them from PENDING_RECORDS"
 
@@ -135,7 +135,7 @@ def test_smoke_notebooks_publish_small_with_a_header(smoke_run, tmp_path):
     """The publishing mechanism on this run's executed notebooks (cpu is published the same way)."""
     import nbformat
 
-    from qrlib import publish
+    from qrlib.workbook import publish
 
     profile, _, _ = smoke_run
     paths = publish.publish_notebooks(profile["name"], dest=tmp_path)
@@ -178,7 +178,7 @@ def test_07_acqo_tau_filter_and_raw_row(rec):
 def test_07_every_row_states_its_training_scale(smoke_run):
     """Issue 24 item 5: the scale columns are read from the runs' logs (smoke: Stage I 2
     steps, Stage II 1 step), zero for the untrained rows."""
-    from qrlib.scale import missing_scale
+    from qrlib.eval.scale import missing_scale
 
     _, _, paths = smoke_run
     res = read_table(paths["tables_dir"] / "07_acqo_results.csv")
@@ -196,7 +196,7 @@ def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
     """Issue 24 item 4: the single-query baseline trains for the smoke budget (1 step, set
     in the profile), states its scale from its log, and its table carries 07's raw and ACQO
     rows unchanged; the paired differences agree with the two rows' means."""
-    from qrlib.scale import missing_scale
+    from qrlib.eval.scale import missing_scale
 
     _, _, paths = smoke_run
     r = rec["12_acqo_vanilla_rl"]
@@ -220,7 +220,7 @@ def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
 
 
 def test_every_trained_table_states_its_training_scale(smoke_run):
-    from qrlib.scale import TRAINED_TABLES, missing_scale
+    from qrlib.eval.scale import TRAINED_TABLES, missing_scale
 
     _, _, paths = smoke_run
     for nb, names in TRAINED_TABLES.items():

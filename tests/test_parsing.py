@@ -8,8 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qrlib.errors import QrlibError
-from qrlib.parsing import FORMATS, MAX_CHARS, parse_completion
+from qrlib.core.errors import QrlibError
+from qrlib.generation.parsing import MAX_CHARS, formats, parse_completion
+
+FORMATS = formats()  # every paper's formats (imports qrlib.methods.registry)
 
 DR = "deepretrieval"
 
@@ -223,7 +225,8 @@ def test_ten_thousand_random_and_adversarial_completions():
 # ----------------------------------------------------------------- linear time
 _WORST_CASE_SCRIPT = r'''
 import json, sys, time
-from qrlib.parsing import FORMATS, MAX_CHARS, parse_completion
+from qrlib.generation.parsing import MAX_CHARS, formats, parse_completion
+FORMATS = formats()
 n = MAX_CHARS
 inputs = {
     "unclosed fence + spaces": "```" + " " * (n - 4) + "x",

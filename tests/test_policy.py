@@ -5,8 +5,8 @@ import hashlib
 
 import pytest
 
-from qrlib import policy, rewrite
-from qrlib.errors import QrlibError
+from qrlib.generation import policy, rewrite
+from qrlib.core.errors import QrlibError
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_dequantised_cache_is_verified_and_rebuilt(tmp_path, monkeypatch, capsys
 
 def test_rewrite_queries_lives_in_its_own_module():
     assert not hasattr(policy, "rewrite_queries")
-    assert rewrite.rewrite_queries.__module__ == "qrlib.rewrite"
+    assert rewrite.rewrite_queries.__module__ == "qrlib.generation.rewrite"
 
 
 def test_merged_adapter_is_exact_in_fp32_and_merge_false_keeps_the_side_path(tmp_path):

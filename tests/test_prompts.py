@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from qrlib import prompts
-from qrlib.errors import QrlibError
+import qrlib.methods.registry  # noqa: F401  (every paper registers its templates)
+from qrlib.generation import prompts
+from qrlib.core.errors import QrlibError
 
 NAMES = ["acqo/decompose", "acqo/no-decompose", "sage/proactive", "sage/conservative",
          "rlqr/rewrite", "rlqr/synthesis"] + [
@@ -92,8 +93,8 @@ def test_render_with_smollm2_chat_template():
 
 # ------------------------------------------------------------------ SAGE best-of-N families
 def test_best_of_n_families_render_and_their_prefill_parses():
-    from qrlib.parsing import parse_completion
-    from qrlib.prompts import REGISTRY, as_template, render
+    from qrlib.generation.parsing import parse_completion
+    from qrlib.generation.prompts import REGISTRY, as_template, render
 
     names = [n for n in REGISTRY if as_template(n).meta.get("family")]
     fams = {as_template(n).meta["family"] for n in names}
@@ -109,8 +110,8 @@ def test_best_of_n_families_render_and_their_prefill_parses():
 
 
 def test_sage_guided_prefill_puts_the_strategy_first():
-    from qrlib.parsing import parse_completion
-    from qrlib.prompts import as_template
+    from qrlib.generation.parsing import parse_completion
+    from qrlib.generation.prompts import as_template
 
     for name in ("sage/guided", "sage/guided-conservative"):
         t = as_template(name)

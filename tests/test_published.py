@@ -1,4 +1,4 @@
-"""qrlib.published: the papers' numbers load, keep the paper's layout, and match the papers' text."""
+"""qrlib.eval.published: the papers' numbers load, keep the paper's layout, and match the papers' text."""
 from __future__ import annotations
 
 import re
@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from qrlib import published as P
-from qrlib.errors import QrlibError
+from qrlib.eval import published as P
+from qrlib.core.errors import QrlibError
 
 PAPERS_DIR = Path(__file__).resolve().parents[2] / "shared" / "papers"
 if not PAPERS_DIR.exists():  # a checkout next to ../shared, or the machine's copy

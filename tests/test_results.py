@@ -12,7 +12,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from qrlib import publish, results
+from qrlib.workbook import publish, results, runner
 from qrlib.workbook import REPO_ROOT, save_table
 
 PROFILE = "cpu"
@@ -61,7 +61,7 @@ def test_readme_states_the_fresh_notebooks_time_and_names_the_stale_ones():
     """The README's time is the sum of the fresh notebooks' own wall times (each from its
     own run), its peak memory theirs, and every other notebook is named as stale."""
     from qrlib.core.io import read_table
-    from qrlib.freshness import profile_status
+    from qrlib.workbook.freshness import profile_status
 
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- qrlib:timing -->\n(.*?)\n<!-- /qrlib:timing -->", readme, re.S)
@@ -139,7 +139,7 @@ def test_strip_notebook_shrinks_figures_and_drops_heavy_outputs():
     outs = out.cells[1].outputs
     streams = [o for o in outs if o.output_type == "stream"]
     assert streams[0].text == "progress 100%\n"                 # progress bar: final state only
-    assert "lines cut by qrlib.publish" in streams[1].text
+    assert "lines cut by qrlib.workbook.publish" in streams[1].text
     img = [o for o in outs if "image/png" in o.get("data", {})][0]
     assert "application/pdf" not in img.data
     from PIL import Image
@@ -153,7 +153,7 @@ def _fake_run(root, profile):
     nbdir = root / "runs" / profile / "notebooks"
     nbdir.mkdir(parents=True)
     nbformat.write(_executed_notebook(), nbdir / "01_toy.ipynb")
-    from qrlib.freshness import save_manifest_entry
+    from qrlib.workbook.freshness import save_manifest_entry
 
     save_manifest_entry(profile, "01_toy", {"wall_s": 12.5, "peak_rss_mb": 300, "commit": "abc",
                                             "dirty": False, "fingerprint": "f00d",
@@ -163,7 +163,7 @@ def _fake_run(root, profile):
 
 def test_after_run_publishes_the_cpu_profile_with_a_header_and_an_index(tmp_path, capsys):
     _fake_run(tmp_path, "cpu")
-    publish.after_run("cpu", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
+    runner.after_run("cpu", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
     out = tmp_path / "notebooks" / "executed" / "cpu" / "01_toy.ipynb"
     nb = nbformat.read(out, as_version=4)
     head = nb.cells[0].source
@@ -177,21 +177,21 @@ def test_after_run_publishes_the_cpu_profile_with_a_header_and_an_index(tmp_path
     # RESULTS.md is written even from a partial set of tables (sections say what is missing)
     assert "Not available in this run" in (tmp_path / "RESULTS.md").read_text()
     # publishing twice keeps one header
-    publish.after_run("cpu", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
+    runner.after_run("cpu", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
     nb = nbformat.read(out, as_version=4)
     assert sum(c.get("id") == publish.HEADER_ID for c in nb.cells) == 1
 
 
 def test_after_run_leaves_other_profiles_unpublished(tmp_path):
     _fake_run(tmp_path, "smoke")
-    publish.after_run("smoke", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
+    runner.after_run("smoke", [{"notebook": "01_toy", "status": "ok"}], root=tmp_path)
     assert not (tmp_path / "notebooks" / "executed").exists()
     assert not (tmp_path / "RESULTS.md").exists()
     assert (tmp_path / "tables" / "smoke" / "run_timings.csv").exists()
 
 
 def test_publishing_failure_never_fails_the_run(tmp_path, capsys):
-    publish.after_run("cpu", [{"notebook": "01_x", "status": "ok"}], root=tmp_path)
+    runner.after_run("cpu", [{"notebook": "01_x", "status": "ok"}], root=tmp_path)
     assert "publishing the cpu run failed" in capsys.readouterr().out
 
 
@@ -199,8 +199,8 @@ def test_publishing_failure_never_fails_the_run(tmp_path, capsys):
 def test_recorder_round_trips_key_numbers(tmp_path, capsys):
     import numpy as np
 
-    from qrlib.errors import QrlibError
-    from qrlib.record import Recorder, read_records
+    from qrlib.core.errors import QrlibError
+    from qrlib.eval.record import Recorder, read_records
 
     rec = Recorder(tmp_path, "01_toy")
     assert rec("ndcg", np.float64(0.5)) == 0.5
@@ -223,7 +223,7 @@ def test_each_results_section_names_its_commits_and_flags_staleness():
     """Under every section heading built from notebook tables: one line naming the
     notebooks and commits its tables came from, starting with a stale flag exactly when
     one of those notebooks is not fresh at HEAD."""
-    from qrlib.freshness import load_manifest, profile_status
+    from qrlib.workbook.freshness import load_manifest, profile_status
 
     status = {s.notebook: s for s in profile_status(REPO_ROOT / "params" / f"{PROFILE}.yaml")}
     manifest = load_manifest(PROFILE)

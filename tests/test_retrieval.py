@@ -1,4 +1,4 @@
-"""qrlib.retrieval: hand-computed BM25 scores, engine agreement, bad input, dense retrieval."""
+"""qrlib.retrieval.retrievers: hand-computed BM25 scores, engine agreement, bad input, dense retrieval."""
 from __future__ import annotations
 
 import math
@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from qrlib.data import load_dataset, subset
-from qrlib.errors import QrlibError
-from qrlib.metrics import evaluate
-from qrlib.retrieval import (BM25Retriever, DenseRetriever, Retriever, Tokenizer,
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.core.errors import QrlibError
+from qrlib.eval.metrics import evaluate
+from qrlib.retrieval.retrievers import (BM25Retriever, DenseRetriever, Retriever, Tokenizer,
                              build_retriever, run_queries)
 
 # d1 "apple banana apple" (3 tokens), d2 "banana cherry" (2), d3 "Cherry date elderberry
@@ -187,7 +187,7 @@ def _perturbed_copy(src, dest, scale):
 
 def test_embedding_cache_is_keyed_by_encoder_weights_not_folder_name(tmp_path):
     """Two different encoders in folders of the same name must not share cached vectors."""
-    from qrlib.retrieval import offline_minilm_path
+    from qrlib.retrieval.retrievers import offline_minilm_path
 
     a = _perturbed_copy(offline_minilm_path(), tmp_path / "a" / "encoder", 1.0)
     b = _perturbed_copy(offline_minilm_path(), tmp_path / "b" / "encoder", 0.3)
@@ -230,7 +230,7 @@ def test_legacy_name_keyed_cache_is_reused_only_after_checking_vectors(dense, tm
     cache2 = tmp_path / "cache2"
     legacy2 = cache2 / "embeddings" / legacy.name
     legacy2.mkdir(parents=True)
-    from qrlib.retrieval import EmbeddingStore
+    from qrlib.retrieval.retrievers import EmbeddingStore
 
     EmbeddingStore(legacy2).add([d["text"] for d in DOCS.values()],
                                 np.roll(dense.embeddings, 1, axis=1))

@@ -9,9 +9,13 @@ from itertools import combinations
 import ir_measures
 import pytest
 
-from qrlib import rewards as R
-from qrlib.errors import QrlibError
-from qrlib.metrics import evaluate
+from qrlib.rl import rewards as R
+from qrlib.methods.deepretrieval import rewards as R_dr
+from qrlib.methods.acqo import rewards as R_acqo
+from qrlib.methods.sage import rewards as R_sage
+from qrlib.methods.rlqr import rewards as R_rlqr
+from qrlib.core.errors import QrlibError
+from qrlib.eval.metrics import evaluate
 
 approx = pytest.approx
 
@@ -34,7 +38,7 @@ def test_gold_ranks_recall_ndcg():
 
 
 def test_ndcg_matches_ir_measures_and_evaluate_with_duplicates():
-    """Ranked lists with repeated documents: ours equals qrlib.metrics.evaluate (which
+    """Ranked lists with repeated documents: ours equals qrlib.eval.metrics.evaluate (which
     keeps a document's first rank) and ir-measures on the list without its repeats."""
     rng = random.Random(3)
     qrels, lists = {}, {}
@@ -82,20 +86,20 @@ def test_same_query_is_the_one_copy_test():
     (1.0, 5.0), (0.7, 5.0), (0.69, 4.0), (0.5, 4.0), (0.45, 3.0), (0.4, 3.0), (0.35, 1.0),
     (0.3, 1.0), (0.2, 0.5), (0.1, 0.5), (0.07, 0.1), (0.05, 0.1), (0.049, -3.5), (0.0, -3.5)])
 def test_recall_tiers(recall, want):
-    assert R.recall_tier_reward(recall) == want
+    assert R_dr.recall_tier_reward(recall) == want
 
 
 @pytest.mark.parametrize("rank,want", [
     (1, 5.0), (5, 5.0), (6, 4.0), (20, 4.0), (21, 2.0), (50, 2.0), (51, 1.0), (100, 1.0),
     (101, 0.5), (1000, 0.5), (1001, 0.1), (3000, 0.1), (3001, -3.5), (None, -3.5)])
 def test_answer_rank_tiers(rank, want):
-    assert R.answer_rank_tier_reward(rank) == want
+    assert R_dr.answer_rank_tier_reward(rank) == want
 
 
 def test_deepretrieval_format_reward():
-    assert R.deepretrieval_total(0.4, True, format_bonus=0.5) == approx(0.9)
-    assert R.deepretrieval_total(0.4, False, format_penalty=-2.0) == -2.0
-    assert R.deepretrieval_total(0.4, False, format_penalty=-2.0, gate=False) == approx(-1.6)
+    assert R_dr.deepretrieval_total(0.4, True, format_bonus=0.5) == approx(0.9)
+    assert R_dr.deepretrieval_total(0.4, False, format_penalty=-2.0) == -2.0
+    assert R_dr.deepretrieval_total(0.4, False, format_penalty=-2.0, gate=False) == approx(-1.6)
 
 
 def test_recall_reward_reads_recall_at_3k():
@@ -119,17 +123,17 @@ def test_deepretrieval_released_presets():
     paper = R.make_reward("deepretrieval_ndcg", preset="paper")
     assert [d["reward"] for d in paper.score([hit, miss, broken])] == approx([1.0, 0.0, -1.0])
     assert R.make_reward("deepretrieval_ndcg", preset="released", k=50).params["k"] == 50
-    assert R.released_ndcg_k("scifact") == 50 and R.released_ndcg_k("hotpotqa") == 3000
-    assert R.released_ndcg_k("fever") == 1000 and R.released_ndcg_k("nfcorpus", dense=True) == 100
+    assert R_dr.released_ndcg_k("scifact") == 50 and R_dr.released_ndcg_k("hotpotqa") == 3000
+    assert R_dr.released_ndcg_k("fever") == 1000 and R_dr.released_ndcg_k("nfcorpus", dense=True) == 100
     rec = R.make_reward("deepretrieval_recall", preset="released")
     assert [d["reward"] for d in rec.score([hit, miss, broken])] == approx([6.0, -2.5, -4.0])
     rank = R.make_reward("deepretrieval_answer_rank", preset="released")
     assert [d["reward"] for d in rank.score([hit, miss, broken])] == approx([6.0, -2.5, -4.0])
-    assert R.deepretrieval_total(0.0, True, format_bonus=0.1, bonus_mode="if_positive") == 0.0
+    assert R_dr.deepretrieval_total(0.0, True, format_bonus=0.1, bonus_mode="if_positive") == 0.0
     with pytest.raises(QrlibError, match="no preset 'released'"):
         R.make_reward("sage_crs", preset="released")
     with pytest.raises(QrlibError, match="bonus_mode"):
-        R.deepretrieval_total(1.0, True, bonus_mode="sometimes")
+        R_dr.deepretrieval_total(1.0, True, bonus_mode="sometimes")
 
 
 def test_sql_reward_presets_and_comparisons():
@@ -153,18 +157,18 @@ def test_sql_reward_presets_and_comparisons():
 
 
 def test_sql_execution_match():
-    assert R.sql_execution_match([(1,), (2,)], [(2,), (1,)])
-    assert not R.sql_execution_match([(1,), (2,)], [(2,), (1,)], ordered=True)
-    assert not R.sql_execution_match([(1,)], [(1,), (1,)])         # multiset, not set
-    assert not R.sql_execution_match(None, [(1,)])
-    assert R.sql_execution_match([], [])
-    assert R.sql_execution_match([("a", None, 1.5)], [["a", None, 1.5]])
+    assert R_dr.sql_execution_match([(1,), (2,)], [(2,), (1,)])
+    assert not R_dr.sql_execution_match([(1,), (2,)], [(2,), (1,)], ordered=True)
+    assert not R_dr.sql_execution_match([(1,)], [(1,), (1,)])         # multiset, not set
+    assert not R_dr.sql_execution_match(None, [(1,)])
+    assert R_dr.sql_execution_match([], [])
+    assert R_dr.sql_execution_match([("a", None, 1.5)], [["a", None, 1.5]])
     # Spider: order counts only when the gold SQL sorts; DeepRetrieval code: sets
-    assert not R.sql_execution_match([(2,), (1,)], [(1,), (2,)], mode="spider",
+    assert not R_dr.sql_execution_match([(2,), (1,)], [(1,), (2,)], mode="spider",
                                      gold_sql="SELECT a FROM t ORDER BY a")
-    assert R.sql_execution_match([(2,), (1,)], [(1,), (2,)], mode="spider",
+    assert R_dr.sql_execution_match([(2,), (1,)], [(1,), (2,)], mode="spider",
                                  gold_sql="SELECT a FROM t WHERE b = 'order by'")
-    assert R.sql_execution_match([(1,), (1,)], [(1,)], mode="set")
+    assert R_dr.sql_execution_match([(1,), (1,)], [(1,)], mode="set")
 
 
 # ------------------------------------------------------------------ ACQO
@@ -172,40 +176,40 @@ def test_sql_execution_match():
     (1, 2.0), (4, 2 - 3 / 9), (5.5, 1.5), (10, 1.0), (55, 0.5), (100, 0.0), (101, 0.0),
     (1000, 0.0)])
 def test_phi_eq3(r, want):
-    assert R.phi(r) == approx(want)
+    assert R_acqo.phi(r) == approx(want)
 
 
 def test_phi_prime_eq10():
-    assert R.phi_prime(1, lam=1.0, k_star=3) == approx(2 + 1 / math.log2(2))
-    assert R.phi_prime(3, lam=1.0, k_star=3) == approx(2 - 2 / 9 + 1 / math.log2(4))
-    assert R.phi_prime(4, lam=1.0, k_star=3) == approx(R.phi(4))
-    assert R.phi_prime(1, lam=0.5, k_star=0) == approx(2.0)       # k*=0: HotpotQA, no bonus
-    assert R.phi_prime(2, lam=0.5, k_star=3) == approx(2 - 1 / 9 + 0.5 / math.log2(3))
+    assert R_acqo.phi_prime(1, lam=1.0, k_star=3) == approx(2 + 1 / math.log2(2))
+    assert R_acqo.phi_prime(3, lam=1.0, k_star=3) == approx(2 - 2 / 9 + 1 / math.log2(4))
+    assert R_acqo.phi_prime(4, lam=1.0, k_star=3) == approx(R_acqo.phi(4))
+    assert R_acqo.phi_prime(1, lam=0.5, k_star=0) == approx(2.0)       # k*=0: HotpotQA, no bonus
+    assert R_acqo.phi_prime(2, lam=0.5, k_star=3) == approx(2 - 1 / 9 + 0.5 / math.log2(3))
 
 
 def test_acqo_score_eq4_eq5():
     # s(r_i) = eta^i Phi(r_i), i = 1..n over ascending ranks
-    assert R.acqo_score([1, 3], eta=0.6) == approx(0.6 * 2 + 0.36 * (2 - 2 / 9))
-    assert R.acqo_score([3, 1], eta=0.6) == approx(0.6 * 2 + 0.36 * (2 - 2 / 9))
-    assert R.acqo_score([1, 3], eta=1.0) == approx(2 + 2 - 2 / 9)
-    assert R.acqo_score([], eta=0.6) == 0.0                          # no gold retrieved
-    assert R.acqo_score([150], eta=0.6) == 0.0                       # beyond rank 100
-    assert R.acqo_score([1, 3], False, delta=-0.7) == -0.7           # format gate
-    assert R.acqo_score([1], False, delta=-0.5, gate=False) == approx(0.6 * 2 - 0.5)
-    assert R.acqo_score([1, 3], eta=0.6, lam=1.0, k_star=3) == approx(
+    assert R_acqo.acqo_score([1, 3], eta=0.6) == approx(0.6 * 2 + 0.36 * (2 - 2 / 9))
+    assert R_acqo.acqo_score([3, 1], eta=0.6) == approx(0.6 * 2 + 0.36 * (2 - 2 / 9))
+    assert R_acqo.acqo_score([1, 3], eta=1.0) == approx(2 + 2 - 2 / 9)
+    assert R_acqo.acqo_score([], eta=0.6) == 0.0                          # no gold retrieved
+    assert R_acqo.acqo_score([150], eta=0.6) == 0.0                       # beyond rank 100
+    assert R_acqo.acqo_score([1, 3], False, delta=-0.7) == -0.7           # format gate
+    assert R_acqo.acqo_score([1], False, delta=-0.5, gate=False) == approx(0.6 * 2 - 0.5)
+    assert R_acqo.acqo_score([1, 3], eta=0.6, lam=1.0, k_star=3) == approx(
         0.6 * 3 + 0.36 * (2 - 2 / 9 + 0.5))
     with pytest.raises(QrlibError):
-        R.acqo_score([1], delta=0.0)
+        R_acqo.acqo_score([1], delta=0.0)
 
 
 def test_acqo_eq4_first_index_reading():
     # i from 1 (default, the paper's i = 1..n) vs from 0 (best gold undecayed)
-    assert R.acqo_score([1], eta=0.6) == approx(1.2)
-    assert R.acqo_score([1], eta=0.6, first_index=0) == approx(2.0)
-    assert R.acqo_score([1, 3], eta=0.6, first_index=0) == approx(2 + 0.6 * (2 - 2 / 9))
-    assert R.acqo_score([1, 3], eta=1.0, first_index=0) == R.acqo_score([1, 3], eta=1.0)
+    assert R_acqo.acqo_score([1], eta=0.6) == approx(1.2)
+    assert R_acqo.acqo_score([1], eta=0.6, first_index=0) == approx(2.0)
+    assert R_acqo.acqo_score([1, 3], eta=0.6, first_index=0) == approx(2 + 0.6 * (2 - 2 / 9))
+    assert R_acqo.acqo_score([1, 3], eta=1.0, first_index=0) == R_acqo.acqo_score([1, 3], eta=1.0)
     with pytest.raises(QrlibError):
-        R.acqo_score([1], first_index=2)
+        R_acqo.acqo_score([1], first_index=2)
 
 
 def test_convsearch_released_rank_reward():
@@ -228,71 +232,71 @@ def test_acqo_stage1_is_max_over_subsets_eq6_and_stage2_eq9():
     B = [("z", 0.95)]
     # {A}: g at rank 1 -> 0.6 * 2 = 1.2 ; {A,B}: RSF ties P=1, z has the larger score,
     # so g drops to rank 2 -> 0.6 * (2 - 1/9)
-    assert R.acqo_stage1([A, B], qrels, eta=0.6) == approx(1.2)
-    assert R.acqo_stage2([A, B], qrels, eta=0.6, lam=1.0, k_star=0) == approx(0.6 * (2 - 1 / 9))
-    assert R.acqo_stage2([A, B], qrels, eta=0.6, lam=1.0, k_star=3) == approx(
+    assert R_acqo.acqo_stage1([A, B], qrels, eta=0.6) == approx(1.2)
+    assert R_acqo.acqo_stage2([A, B], qrels, eta=0.6, lam=1.0, k_star=0) == approx(0.6 * (2 - 1 / 9))
+    assert R_acqo.acqo_stage2([A, B], qrels, eta=0.6, lam=1.0, k_star=3) == approx(
         0.6 * (2 - 1 / 9 + 1 / math.log2(3)))
-    assert R.acqo_stage1([B], qrels) == 0.0
-    assert R.acqo_stage1([A, B], qrels, format_ok=False, delta=-1.0) == -1.0
-    assert R.acqo_stage1([], qrels) == 0.0
+    assert R_acqo.acqo_stage1([B], qrels) == 0.0
+    assert R_acqo.acqo_stage1([A, B], qrels, format_ok=False, delta=-1.0) == -1.0
+    assert R_acqo.acqo_stage1([], qrels) == 0.0
     # top-k cut: the gold doc at rank 3 is outside R_2
     C = [("x", 3.0), ("y", 2.0), ("g", 1.0)]
-    assert R.acqo_stage2([C], qrels, k=2) == 0.0
-    assert R.acqo_stage2([C], qrels, k=3) == approx(0.6 * (2 - 2 / 9))
+    assert R_acqo.acqo_stage2([C], qrels, k=2) == 0.0
+    assert R_acqo.acqo_stage2([C], qrels, k=3) == approx(0.6 * (2 - 2 / 9))
 
 
 def test_acqo_tau_and_curriculum_eq7_eq8():
-    assert R.acqo_tau([1.0, 2.0, 3.0]) == approx(2.0)
-    kept = R.acqo_curriculum({"q1": 1.5, "q2": 1.7, "q3": 5 / 3})
+    assert R_acqo.acqo_tau([1.0, 2.0, 3.0]) == approx(2.0)
+    kept = R_acqo.acqo_curriculum({"q1": 1.5, "q2": 1.7, "q3": 5 / 3})
     assert kept == ["q1", "q3"]
     with pytest.raises(QrlibError):
-        R.acqo_tau([])
+        R_acqo.acqo_tau([])
 
 
 # ------------------------------------------------------------------ SAGE
 def test_scs_eq1():
     # means: s1 = 0.9, s2 = 0.3 -> ranks 1, 2
-    assert R.sage_scs([0.9, 0.1, 0.5], [1, 2, 2]) == approx([0.9, 0.05, 0.25])
+    assert R_sage.sage_scs([0.9, 0.1, 0.5], [1, 2, 2]) == approx([0.9, 0.05, 0.25])
     # tie between s1 and s2 means (0.6): both rank 1; s3 rank 3
-    assert R.sage_scs([0.8, 0.4, 0.6, 0.2], [1, 1, 2, 3]) == approx([0.8, 0.4, 0.6, 0.2 / 3])
-    assert R.sage_scs([0.3, 0.3], [4, 4]) == approx([0.3, 0.3])       # all equal
-    assert R.sage_scs([0.6, 0.2], [1, None]) == approx([0.6, 0.1])   # no strategy = own group
+    assert R_sage.sage_scs([0.8, 0.4, 0.6, 0.2], [1, 1, 2, 3]) == approx([0.8, 0.4, 0.6, 0.2 / 3])
+    assert R_sage.sage_scs([0.3, 0.3], [4, 4]) == approx([0.3, 0.3])       # all equal
+    assert R_sage.sage_scs([0.6, 0.2], [1, None]) == approx([0.6, 0.1])   # no strategy = own group
 
 
 def test_crs_eq2():
-    assert R.sage_crs([0.1, 0.5, 0.9, 0.3]) == approx([-0.3, 0.1, 0.5, -0.1])   # median 0.4
-    assert R.sage_crs([0.1, 0.5, 0.9, 0.3], "mean") == approx([-0.35, 0.05, 0.45, -0.15])
-    assert R.sage_crs([0.2, 0.2, 0.2]) == approx([0, 0, 0])          # all rollouts equal
-    assert R.sage_crs([1.0, 2.0], 0.5) == approx([0.5, 1.5])
-    assert R.sage_crs([]) == []
+    assert R_sage.sage_crs([0.1, 0.5, 0.9, 0.3]) == approx([-0.3, 0.1, 0.5, -0.1])   # median 0.4
+    assert R_sage.sage_crs([0.1, 0.5, 0.9, 0.3], "mean") == approx([-0.35, 0.05, 0.45, -0.15])
+    assert R_sage.sage_crs([0.2, 0.2, 0.2]) == approx([0, 0, 0])          # all rollouts equal
+    assert R_sage.sage_crs([1.0, 2.0], 0.5) == approx([0.5, 1.5])
+    assert R_sage.sage_crs([]) == []
     with pytest.raises(QrlibError):
-        R.sage_crs([1.0], "mode")
+        R_sage.sage_crs([1.0], "mode")
 
 
 def test_copy_penalty_eq3():
-    assert R.copy_penalty(0.8, "Who is X?", " who is  x? ", p=0.05) == approx(0.75)
-    assert R.copy_penalty(0.8, "Who is X?", "who is x?", p=0.05, normalise=False) == 0.8
-    assert R.copy_penalty(0.8, "Who is X, the painter?", "Who is X?", p=0.05) == 0.8
+    assert R_sage.copy_penalty(0.8, "Who is X?", " who is  x? ", p=0.05) == approx(0.75)
+    assert R_sage.copy_penalty(0.8, "Who is X?", "who is x?", p=0.05, normalise=False) == 0.8
+    assert R_sage.copy_penalty(0.8, "Who is X, the painter?", "Who is X?", p=0.05) == 0.8
 
 
 # ------------------------------------------------------------------ RL-QR
 def test_rlqr_normalisation_readings():
-    assert R.rlqr_group_penalty([0, 10, 20, 30], theta=0.1, norm="max") == approx(
+    assert R_rlqr.rlqr_group_penalty([0, 10, 20, 30], theta=0.1, norm="max") == approx(
         [0, -1 / 3, -2 / 3, -1.0])
-    assert R.rlqr_group_penalty([1, 30], theta=0.1, norm="max") == approx([-0.1, -1.0])
-    assert R.rlqr_group_penalty([1, 30], theta=0.1) == approx([-0.1, -1.0])
+    assert R_rlqr.rlqr_group_penalty([1, 30], theta=0.1, norm="max") == approx([-0.1, -1.0])
+    assert R_rlqr.rlqr_group_penalty([1, 30], theta=0.1) == approx([-0.1, -1.0])
     with pytest.raises(QrlibError):
-        R.rlqr_group_penalty([1], norm="zscore")
+        R_rlqr.rlqr_group_penalty([1], norm="zscore")
 
 
 def test_rlqr_group_penalty_and_eq6():
-    assert R.rlqr_group_penalty([0, 10, 20, 30], theta=0.1) == approx([0, -0.1, -0.55, -1.0])
-    assert R.rlqr_group_penalty([5, 5, 0]) == approx([-1, -1, 0])
-    assert R.rlqr_group_penalty([0, 0]) == [0.0, 0.0]
-    assert R.rlqr_rewards([1, 0.5, 0, 0], [0, 10, 20, 30], lambda1=1, lambda2=0.5,
+    assert R_rlqr.rlqr_group_penalty([0, 10, 20, 30], theta=0.1) == approx([0, -0.1, -0.55, -1.0])
+    assert R_rlqr.rlqr_group_penalty([5, 5, 0]) == approx([-1, -1, 0])
+    assert R_rlqr.rlqr_group_penalty([0, 0]) == [0.0, 0.0]
+    assert R_rlqr.rlqr_rewards([1, 0.5, 0, 0], [0, 10, 20, 30], lambda1=1, lambda2=0.5,
                           theta=0.1) == approx([1, 0.45, -0.275, -0.5])
     with pytest.raises(QrlibError):
-        R.rlqr_group_penalty([1], theta=2)
+        R_rlqr.rlqr_group_penalty([1], theta=2)
 
 
 # ------------------------------------------------------------------ registry
@@ -383,7 +387,7 @@ def test_stage1_fast_rsf_path_matches_exact_brute_force():
     fill = [(f"f{i}", 0.1) for i in range(20)]      # P(x) = P(y) = 12/7, S(y) > S(x)
     l1 = [fill[0], ("x", 0.49), ("y", 0.96)] + fill[1:10]
     l2 = fill[10:13] + [("y", 0.2)] + fill[13:20] + [("x", 0.1)]
-    assert R._RSFTable([l1, l2], {"x": 1}).gold_ranks((0, 1), 100) == [4]
+    assert R_acqo._RSFTable([l1, l2], {"x": 1}).gold_ranks((0, 1), 100) == [4]
     assert exact_gold_ranks([l1, l2], {"x": 1}, 100) == [4]
     rng = random.Random(7)
     for trial in range(400):
@@ -398,13 +402,13 @@ def test_stage1_fast_rsf_path_matches_exact_brute_force():
         qrels = {d: 1 for d in rng.sample(pool, rng.randint(0, 4))}
         k = rng.choice([3, 6, 100])
         subsets = [idx for size in range(1, m + 1) for idx in combinations(range(m), size)]
-        table = R._RSFTable(lists, qrels)
+        table = R_acqo._RSFTable(lists, qrels)
         for idx in subsets:
             want = exact_gold_ranks([lists[i] for i in idx], qrels, k)
             assert table.gold_ranks(idx, k) == want, (trial, idx)
-        slow = max(R.acqo_score(exact_gold_ranks([lists[i] for i in idx], qrels, k), eta=0.6)
+        slow = max(R_acqo.acqo_score(exact_gold_ranks([lists[i] for i in idx], qrels, k), eta=0.6)
                    for idx in subsets)
-        assert R.acqo_stage1(lists, qrels, k=k, eta=0.6) == approx(slow, abs=1e-12), trial
-        full = R.acqo_score(exact_gold_ranks(lists, qrels, k), eta=0.6, lam=1.0, k_star=3)
-        assert R.acqo_stage2(lists, qrels, k=k, eta=0.6, lam=1.0, k_star=3) == approx(
+        assert R_acqo.acqo_stage1(lists, qrels, k=k, eta=0.6) == approx(slow, abs=1e-12), trial
+        full = R_acqo.acqo_score(exact_gold_ranks(lists, qrels, k), eta=0.6, lam=1.0, k_star=3)
+        assert R_acqo.acqo_stage2(lists, qrels, k=k, eta=0.6, lam=1.0, k_star=3) == approx(
             full, abs=1e-12), trial

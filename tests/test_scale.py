@@ -1,7 +1,7 @@
-"""The training-scale columns read from a run's own log (qrlib.scale; issue 24 item 5)."""
+"""The training-scale columns read from a run's own log (qrlib.eval.scale; issue 24 item 5)."""
 import pandas as pd
 
-from qrlib.scale import (PLUMBING_STEPS, SCALE_COLUMNS, fmt_scale, log_scale, missing_scale,
+from qrlib.eval.scale import (PLUMBING_STEPS, SCALE_COLUMNS, fmt_scale, log_scale, missing_scale,
                          plumbing_note, scale_columns)
 
 

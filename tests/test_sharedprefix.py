@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qrlib import sharedprefix as SP
+from qrlib.rl import sharedprefix as SP
 
 
 def test_prompt_groups_in_any_order():
@@ -34,7 +34,7 @@ def test_shared_prompt_pass_equals_the_full_pass_in_value_and_gradient():
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from qrlib import policy
+    from qrlib.generation import policy
 
     model, tok = policy.load_policy("smollm2")
     peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,

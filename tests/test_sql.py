@@ -1,4 +1,4 @@
-"""qrlib.sql: one sandboxed SQL executor (never raises, no file access, honest time
+"""qrlib.data.sql: one sandboxed SQL executor (never raises, no file access, honest time
 limit, bounded values) and Spider-style result comparison."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qrlib import sql as S
-from qrlib.data import SpiderData
-from qrlib.errors import QrlibError
+from qrlib.data import sql as S
+from qrlib.data.datasets import SpiderData
+from qrlib.core.errors import QrlibError
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from qrlib.synthesis import PREFILL, load_synthesis, parse_synthesis, save_synthesis, usable
+from qrlib.methods.rlqr.synthesis import (PREFILL, load_synthesis, parse_synthesis,
+                                          save_synthesis, usable)
 
 DOC = "Vitamin D supplementation reduced hip fractures in a randomised trial of 2,000 adults."
 
@@ -72,7 +73,7 @@ def test_saved_set_is_beir_and_is_reused_only_with_the_same_settings(tmp_path):
 
 
 def test_saved_set_loads_with_the_beir_loader(tmp_path):
-    from qrlib.data import load_beir_folder
+    from qrlib.data.datasets import load_beir_folder
 
     save_synthesis(tmp_path, _attempts(), {"dataset": "toy"})
     (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "", "text": DOC}) + "\n")

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from qrlib import train as T
-from qrlib.errors import QrlibError
+from qrlib.rl import train as T
+from qrlib.core.errors import QrlibError
 
 
 def test_presets_and_overrides():
@@ -31,7 +31,7 @@ class FakeEnv:
         self.records = []
 
     def __call__(self, prompts, completions, **cols):
-        from qrlib.parsing import parse_completion
+        from qrlib.generation.parsing import parse_completion
 
         out = []
         for c in completions:
@@ -79,7 +79,7 @@ def test_tiny_cli_run_then_resume(tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text(json.dumps(cfg))  # JSON is YAML
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "qrlib.train", "--config", str(path)]
+    cmd = [sys.executable, "-m", "qrlib.rl.train", "--config", str(path)]
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert first.returncode == 0, first.stderr[-2000:]
     out = tmp_path / "rl" / "tiny"
@@ -104,7 +104,7 @@ def test_tiny_cli_run_then_resume(tmp_path):
 def test_cli_rejects_bad_key(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("max_step: 3\n")
-    res = subprocess.run([sys.executable, "-m", "qrlib.train", "--config", str(path)],
+    res = subprocess.run([sys.executable, "-m", "qrlib.rl.train", "--config", str(path)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "unknown key 'max_step'" in res.stderr
 
@@ -132,7 +132,7 @@ def test_sft_warm_start_then_one_grpo_step(tmp_path):
 
 # --------------------------------------------------------------------------- engine (issue 8/9)
 def test_default_prompt_is_registered_and_formats_known():
-    from qrlib import prompts
+    from qrlib.generation import prompts
 
     cfg = T.TrainConfig()
     assert cfg.prompt in prompts.REGISTRY
@@ -156,7 +156,7 @@ def test_rows_with_any_fields_reach_the_prompt_and_keep_their_columns():
 
 
 def test_missing_template_field_or_reward_column_is_one_line():
-    from qrlib.rows import check_rows
+    from qrlib.data.rows import check_rows
 
     with pytest.raises(QrlibError, match=r"prompt field\(s\) \['context'\]"):
         T.build_prompts([{"qid": "a", "question": "q"}], Tok(), "acqo/decompose")
@@ -169,8 +169,8 @@ def test_missing_template_field_or_reward_column_is_one_line():
 
 
 def test_spider_rows_split_by_database():
-    from qrlib import rows as R
-    from qrlib.data import load_spider
+    from qrlib.data import rows as R
+    from qrlib.data.datasets import load_spider
 
     sp = load_spider()
     tr, te = R.rows_from_spider(sp, "train"), R.rows_from_spider(sp, "test")
@@ -242,7 +242,7 @@ def test_splice_keeps_groups_and_pads():
 
 def _cli(cfg_path, *extra, timeout=900):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "qrlib.train", "--config", str(cfg_path),
+    return subprocess.run([sys.executable, "-m", "qrlib.rl.train", "--config", str(cfg_path),
                            *extra], capture_output=True, text=True, env=env, timeout=timeout)
 
 
@@ -328,8 +328,8 @@ def test_second_trainer_on_the_same_run_is_refused(tmp_path):
     from qrlib.workbook import run_lock
 
     cfg = T.load_config({"name": "busy", "run_dir": str(tmp_path)})
-    with run_lock(tmp_path / "rl" / ".locks" / "busy", what="qrlib.train"):
-        with pytest.raises(QrlibError, match=r"in use by PID \d+ \(`qrlib.train`"):
+    with run_lock(tmp_path / "rl" / ".locks" / "busy", what="qrlib.rl.train"):
+        with pytest.raises(QrlibError, match=r"in use by PID \d+ \(`qrlib.rl.train`"):
             T.train(cfg, env=FakeEnv(), queries={"1": "a"})
 
 
@@ -369,7 +369,7 @@ def test_vllm_rollouts_on_the_cpu_push_weights_every_step(tmp_path):
     path.write_text(json.dumps(cfg))
     env = {k: v for k, v in os.environ.items() if k != "QRLIB_ROLLOUTS"}
     env["HF_HUB_OFFLINE"] = "1"
-    res = subprocess.run([sys.executable, "-m", "qrlib.train", "--config", str(path)],
+    res = subprocess.run([sys.executable, "-m", "qrlib.rl.train", "--config", str(path)],
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((tmp_path / "rl" / "vl" / "summary.json").read_text())

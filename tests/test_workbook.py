@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from qrlib import workbook as wb
-from qrlib.errors import QrlibError
+from qrlib.core.errors import QrlibError
 
 TOY = textwrap.dedent('''\
     # %% tags=["parameters"]
@@ -45,9 +45,9 @@ def toy_repo(tmp_path, monkeypatch):
     src.mkdir(parents=True)
     (src / "01_toy.py").write_text(TOY)
     (tmp_path / "params").mkdir()
-    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
-    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
     wb.build_notebooks()
     return tmp_path
 
@@ -279,9 +279,9 @@ def chain_repo(tmp_path, monkeypatch):
     data = tmp_path / "mydata" / "toyset"
     data.mkdir(parents=True)
     (data / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n')
-    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
-    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
     monkeypatch.setenv("QRLIB_DATA", str(tmp_path / "mydata"))
     wb.build_notebooks()
     return tmp_path
@@ -292,7 +292,7 @@ def _statuses(rows):
 
 
 def _states(prof, root):
-    from qrlib.freshness import profile_status
+    from qrlib.workbook.freshness import profile_status
 
     return {s.notebook: (s.state, "; ".join(s.reasons)) for s in profile_status(prof, root)}
 
@@ -392,15 +392,15 @@ def test_second_run_on_a_run_folder_is_refused_and_a_kill_leaves_an_incomplete_c
     src.mkdir(parents=True)
     (src / "01_slow.py").write_text(SLOW)
     (tmp_path / "params").mkdir()
-    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
-    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
     wb.build_notebooks()
     prof = _profile(tmp_path, "name: slow\nnotebooks:\n  01_slow: {pause: 60.0}\n")
     run_dir = tmp_path / "runs" / "slow"
     code = (f"from pathlib import Path; from qrlib import workbook as wb; "
-            f"root = Path({str(tmp_path)!r}); wb.NOTEBOOK_DIR = root / 'notebooks'; "
-            f"wb.NOTEBOOK_SRC_DIR = root / 'notebooks' / 'src'; wb.REPO_ROOT = root; "
+            f"root = Path({str(tmp_path)!r}); wb.profiles.NOTEBOOK_DIR = root / 'notebooks'; "
+            f"wb.profiles.NOTEBOOK_SRC_DIR = root / 'notebooks' / 'src'; wb.profiles.REPO_ROOT = root; "
             f"wb.run_profile({str(prof)!r}, root=root)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
@@ -471,9 +471,9 @@ def test_a_dying_kernel_is_a_one_line_failure_with_an_incomplete_copy(tmp_path, 
         os._exit(3)  # what the OOM killer does to a kernel
         '''))
     (tmp_path / "params").mkdir()
-    monkeypatch.setattr(wb, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(wb, "NOTEBOOK_SRC_DIR", src)
-    monkeypatch.setattr(wb, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
     wb.build_notebooks()
     prof = _profile(tmp_path, "name: die\n")
     with pytest.raises(QrlibError, match=r"notebook 01_die failed: the kernel failed "
@@ -512,7 +512,7 @@ def test_a_published_profile_refuses_uncommitted_inputs_unless_allowed(toy_repo,
 
 
 def test_published_notebooks_hold_no_absolute_repository_path(tmp_path):
-    from qrlib.publish import relative_paths
+    from qrlib.workbook.publish import relative_paths
 
     root = tmp_path / "repo"
     text = f"wrote {root}/runs/cpu/x.json; data {tmp_path}/shared/data/scifact; cwd {root}"

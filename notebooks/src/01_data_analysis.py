@@ -17,7 +17,7 @@ figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
 tables_dir = "../tables/dev"  # tables (CSV + Markdown)
 cache_dir = None  # shared cache (unused here; declared for the runner)
 seed = 0  # master seed (sampling docs for the length plots)
-data_dir = None  # offline data root (None: qrlib.data's lookup order)
+data_dir = None  # offline data root (None: qrlib.data.datasets's lookup order)
 datasets = ["scifact", "nfcorpus", "hotpotqa-mini", "hotpotqa-large", "2wikimultihopqa-mini"]  # BEIR-layout collections to describe
 splits = ["train", "test"]  # qrels splits to count (a split a dataset lacks is skipped)
 pooled_base = "hotpotqa-mini"  # multi-hop set whose corpus is enlarged with the others' paragraphs
@@ -52,9 +52,9 @@ import numpy as np
 import pandas as pd
 
 from qrlib import plots
-from qrlib.data import load_dataset, load_spider
-from qrlib.errors import QrlibError
-from qrlib.record import Recorder
+from qrlib.data.datasets import load_dataset, load_spider
+from qrlib.core.errors import QrlibError
+from qrlib.eval.record import Recorder
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -67,7 +67,7 @@ pd.set_option("display.width", 160)
 # %% [markdown]
 # ## 1. Loading every collection
 #
-# `qrlib.data.load_dataset(name, split)` looks for the folder in `data_dir`, `$QRLIB_DATA`,
+# `qrlib.data.datasets.load_dataset(name, split)` looks for the folder in `data_dir`, `$QRLIB_DATA`,
 # `./data`, `../shared/data`, and finally `ir_datasets` (online only). Each split yields a
 # `Dataset` with `corpus`, `queries`, `qrels`, per-query metadata and collection facts.
 
@@ -253,7 +253,7 @@ if len(hp) or len(tw):
 # other Wikipedia-paragraph sets adds distractors and makes retrieval harder, closer to an
 # open corpus. Ids are namespaced (`hp_`/`2w_` + sha1 of the title), so pooling cannot
 # collide; hotpotqa-large is a superset of hotpotqa-mini with identical ids and texts, which
-# `qrlib.data` checks while merging.
+# `qrlib.data.datasets` checks while merging.
 
 # %%
 pool_rows = []
@@ -279,7 +279,7 @@ if pooled_base:
 #
 # DeepRetrieval also trains query generation for SQL, rewarded by execution match. Spider's
 # dev set has 1,034 questions over 20 SQLite databases; `wta_1.sqlite` is missing offline,
-# so its questions are counted and skipped by `qrlib.data.load_spider`.
+# so its questions are counted and skipped by `qrlib.data.datasets.load_spider`.
 
 # %%
 if include_spider:

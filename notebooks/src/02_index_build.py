@@ -17,7 +17,7 @@ figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
 tables_dir = "../tables/dev"  # tables (CSV + Markdown)
 cache_dir = None  # shared cache for embeddings and BM25 indexes (None: qrlib.workbook.cache_dir())
 seed = 0  # seed of the query/distractor subsets
-data_dir = None  # offline data root (None: qrlib.data's lookup order)
+data_dir = None  # offline data root (None: qrlib.data.datasets's lookup order)
 datasets = ["scifact", "nfcorpus", "hotpotqa-mini", "hotpotqa-large", "2wikimultihopqa-mini"]  # collections to index
 pooled = {"hotpotqa-mini": ["2wikimultihopqa-mini", "hotpotqa-large"]}  # extra distractor corpora -> an extra "<name>+pool" collection
 split = "test"  # qrels split whose queries are run
@@ -83,12 +83,12 @@ import numpy as np
 import pandas as pd
 
 from qrlib import plots
-from qrlib.baseline import baseline_dir, run_baseline, save_baseline
-from qrlib.data import load_dataset, subset
-from qrlib import published
-from qrlib.metrics import BASELINE_MEASURES, evaluate, label
-from qrlib.record import Recorder
-from qrlib.retrieval import build_retriever, run_queries
+from qrlib.retrieval.baseline import baseline_dir, run_baseline, save_baseline
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.eval import published
+from qrlib.eval.metrics import BASELINE_MEASURES, evaluate, label
+from qrlib.eval.record import Recorder
+from qrlib.retrieval.retrievers import build_retriever, run_queries
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
 plots.setup()
@@ -105,7 +105,7 @@ print("cache:", cache_root)
 # ## 1. The collections
 #
 # Small profiles keep `n_queries` random queries, all their judged documents and
-# `n_distractors` random other documents (seeded, `qrlib.data.subset`); the full profiles use
+# `n_distractors` random other documents (seeded, `qrlib.data.datasets.subset`); the full profiles use
 # whole corpora. A pooled collection adds the other Wikipedia-paragraph sets as distractors.
 
 # %%
@@ -165,7 +165,7 @@ for name, ds in collections.items():
 # %% [markdown]
 # ## 3. Raw-query baselines
 #
-# Reference values for the full test sets come from `qrlib/published/references.yaml`
+# Reference values for the full test sets come from `qrlib/eval/published/references.yaml`
 # (printed below): BM25 with a flat title + text index from the Pyserini/Anserini BEIR
 # regressions, and all-MiniLM-L6-v2 from the MTEB leaderboard. Our BM25 is close to that
 # regression's analyzer (the same 33-word Lucene English stopword list; Snowball/Porter2
@@ -380,7 +380,7 @@ hnsw_table.round(4)
 #
 # `run_dir/baselines/` holds, per collection and retriever, the per-query metrics
 # (`<dataset>__<retriever>.per_query.csv`) and the top-k run (`.run.json`);
-# `qrlib.baseline.load_baseline(run_dir, dataset, retriever)` reads them back. The manifest
+# `qrlib.retrieval.baseline.load_baseline(run_dir, dataset, retriever)` reads them back. The manifest
 # records how the collections were built, so a later notebook can rebuild the same subset.
 
 # %%

@@ -17,12 +17,12 @@ figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
 tables_dir = "../tables/dev"  # tables (CSV + Markdown)
 cache_dir = None  # shared cache for dense embeddings (None: qrlib.workbook.cache_dir())
 seed = 0  # seed for query subsets and distractor sampling
-data_dir = None  # offline data root (None: qrlib.data's lookup order)
+data_dir = None  # offline data root (None: qrlib.data.datasets's lookup order)
 datasets = ["hotpotqa-mini", "2wikimultihopqa-mini"]  # multi-hop collections (need supporting_titles)
 split = "test"  # qrels split to evaluate
 n_queries = None  # queries per dataset (None: every query of the split)
 n_distractors = None  # distractor docs kept beside the judged ones (None: whole corpus)
-retrievers = ["bm25", "dense"]  # retriever kinds (qrlib.retrieval.build_retriever)
+retrievers = ["bm25", "dense"]  # retriever kinds (qrlib.retrieval.retrievers.build_retriever)
 dense_model = "minilm"  # dense encoder (offline all-MiniLM-L6-v2 on CPU)
 k = 10  # metric cut-off (nDCG@k, R@k, AP@k)
 depth = 100  # documents retrieved per (sub-)query before fusion
@@ -42,7 +42,7 @@ timing_repeats = 5  # repetitions when timing each fusion method
 # evaluation.
 #
 # Here no model is involved: sub-queries come from two model-free splitters of
-# `qrlib.decompose` — an **oracle** split (one sub-query per gold supporting title, an upper
+# `qrlib.methods.bandits.decompose` — an **oracle** split (one sub-query per gold supporting title, an upper
 # bound) and a **heuristic** split (entity spans, clauses, "X of Y" chains). For each
 # retriever we compare the raw question, each sub-query alone, and four fusions of the
 # sub-query lists: RRF, RSF, CombSUM and CombMNZ.
@@ -55,12 +55,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from qrlib import fusion, plots
-from qrlib.data import load_dataset, subset
-from qrlib.decompose import heuristic_split, oracle_split
-from qrlib.metrics import evaluate
-from qrlib.record import Recorder
-from qrlib.retrieval import build_retriever
+from qrlib.retrieval import fusion
+from qrlib import plots
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.methods.bandits.decompose import heuristic_split, oracle_split
+from qrlib.eval.metrics import evaluate
+from qrlib.eval.record import Recorder
+from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import save_json, save_table
 
 plots.setup()

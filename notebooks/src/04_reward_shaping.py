@@ -17,12 +17,12 @@ figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
 tables_dir = "../tables/dev"  # tables (CSV + Markdown)
 cache_dir = None  # shared cache (unused: BM25 only; declared for the runner)
 seed = 0  # seed for query subsets and the pseudo-rollout perturbations
-data_dir = None  # offline data root (None: qrlib.data's lookup order)
+data_dir = None  # offline data root (None: qrlib.data.datasets's lookup order)
 dataset = "scifact"  # BEIR collection the pseudo-rollouts are scored on
 split = "test"  # qrels split
 n_queries = None  # queries (None: all of the split)
 n_distractors = None  # distractor docs beside the judged ones (None: whole corpus)
-retriever = "bm25"  # retriever kind (qrlib.retrieval.build_retriever)
+retriever = "bm25"  # retriever kind (qrlib.retrieval.retrievers.build_retriever)
 group_size = 8  # rollouts per query (ACQO App. A uses K of 8; TRL num_generations)
 p_malformed = 0.1  # share of pseudo-rollouts whose output format is broken on purpose
 k = 10  # nDCG cut-off for the nDCG-based rewards
@@ -41,7 +41,7 @@ copy_penalties = [0.0, 0.01, 0.05, 0.1]  # SAGE Eq. 3 p values compared (paper: 
 # distribute and how often a GRPO group gets **no learning signal at all** (all rewards
 # equal; TRL logs this as `frac_reward_zero_std`).
 #
-# Every reward goes through `qrlib.env.RewardEnv`, the same object the trainer uses.
+# Every reward goes through `qrlib.rl.env.RewardEnv`, the same object the trainer uses.
 
 # %%
 import math
@@ -54,10 +54,14 @@ import numpy as np
 import pandas as pd
 
 from qrlib import plots
-from qrlib import rewards as R
-from qrlib.data import load_dataset, subset
-from qrlib.env import RewardEnv
-from qrlib.retrieval import build_retriever
+from qrlib.rl import rewards as R
+from qrlib.methods.deepretrieval import rewards as R_dr
+from qrlib.methods.acqo import rewards as R_acqo
+from qrlib.methods.sage import rewards as R_sage
+from qrlib.methods.rlqr import rewards as R_rlqr
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.rl.env import RewardEnv
+from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -85,22 +89,22 @@ pd.DataFrame(R.list_rewards())[["name", "level", "source", "summary", "params"]]
 # %%
 fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
 r = np.arange(1, 121)
-axes[0].plot(r, [R.phi(x) for x in r], label=r"$\Phi(r)$ (Eq. 3)")
-axes[0].plot(r, [R.phi_prime(x, lam=1.0, k_star=3) for x in r], "--",
+axes[0].plot(r, [R_acqo.phi(x) for x in r], label=r"$\Phi(r)$ (Eq. 3)")
+axes[0].plot(r, [R_acqo.phi_prime(x, lam=1.0, k_star=3) for x in r], "--",
              label=r"$\Phi'(r)$, $\lambda=1, k^*=3$ (Eq. 10)")
 axes[0].set_xscale("log"); axes[0].set_xlabel("rank r"); axes[0].legend(fontsize=8)
 axes[0].set_title("ACQO rank score")
 i = np.arange(1, 7)
 for eta in (0.6, 0.8, 1.0):
-    axes[1].plot(i, [eta ** j * R.phi(1) for j in i], "o-", label=f"eta={eta}")
+    axes[1].plot(i, [eta ** j * R_acqo.phi(1) for j in i], "o-", label=f"eta={eta}")
 axes[1].set_xlabel("i (i-th gold document, all at rank 1)")
 axes[1].set_ylabel(r"$\eta^i\Phi(1)$"); axes[1].legend(fontsize=8)
 axes[1].set_title("ACQO decay (Eq. 4)")
 rec = np.linspace(0, 1, 401)
-axes[2].step(rec, [R.recall_tier_reward(x) for x in rec], where="post")
+axes[2].step(rec, [R_dr.recall_tier_reward(x) for x in rec], where="post")
 axes[2].set_xlabel("recall@K"); axes[2].set_title("DeepRetrieval recall tiers")
 ranks = np.unique(np.logspace(0, np.log10(5000), 300).astype(int))
-axes[3].step(ranks, [R.answer_rank_tier_reward(x) for x in ranks], where="post")
+axes[3].step(ranks, [R_dr.answer_rank_tier_reward(x) for x in ranks], where="post")
 axes[3].set_xscale("log"); axes[3].set_xlabel("rank of first answer hit")
 axes[3].set_title("DeepRetrieval answer-rank tiers")
 fig.tight_layout()
@@ -289,13 +293,13 @@ var = sage_rec.groupby("qid")["part_ndcg"].agg(lambda v: v.nunique())
 pick = var.idxmax()
 g = sage_rec[sage_rec.qid == pick].copy()
 strats = [None if pd.isna(s) else int(s) for s in g.strategy]
-ranks = R.strategy_ranks(list(g.part_ndcg), strats)
+ranks = R_sage.strategy_ranks(list(g.part_ndcg), strats)
 means = {s: np.mean([v for v, t in zip(g.part_ndcg, strats) if t == s]) for s in set(strats)}
 g["strategy"] = pd.array(strats, dtype="Int64")
 g["strategy mean nDCG"] = [means[s] for s in strats]
 g["strategy rank"] = [ranks[s] for s in strats]
 g["SCS (Eq. 1)"] = g["part_shaped"]
-g["CRS (Eq. 2)"] = R.sage_crs(list(g.part_ndcg))
+g["CRS (Eq. 2)"] = R_sage.sage_crs(list(g.part_ndcg))
 g["copy"] = g["part_copy"].astype(bool)
 g["final SCS reward (Eq. 3, p=0.05)"] = g["reward"]
 print("query:", ds.queries[pick])
@@ -372,7 +376,7 @@ copy_tab.round(3)
 #   with probability $1 - \varepsilon (K-1)/K$.
 
 # %%
-from qrlib import bandits as B
+from qrlib.methods.bandits import bandits as B
 
 
 def grpo_advantage(r, groups):
@@ -389,7 +393,7 @@ acqo_bad = ~acqo_rec.format_ok.to_numpy(dtype=bool)
 acqo_with_bad = pd.Series(acqo_bad).groupby(acqo_rec.qid.to_numpy()).transform("any").to_numpy()
 for first_index in (1, 0):
     for delta in (-0.1, -1.0):
-        r = [R.acqo_score(g, ok, eta=acqo_params["eta"], lam=acqo_params["lam"],
+        r = [R_acqo.acqo_score(g, ok, eta=acqo_params["eta"], lam=acqo_params["lam"],
                           k_star=acqo_params["k_star"], delta=delta, first_index=first_index)
              for g, ok in zip(acqo_rec.gold_ranks, acqo_rec.format_ok)]
         adv = grpo_advantage(r, acqo_rec.qid)
@@ -412,12 +416,12 @@ raw = rl_rec.part_raw_penalty.to_numpy(dtype=float)
 for norm in ("minmax", "max"):
     pen = np.zeros(len(rl_rec))
     for _, idx in rl_rec.groupby("qid").indices.items():
-        pen[idx] = R.rlqr_group_penalty(raw[idx], rl_params["theta"], norm)
+        pen[idx] = R_rlqr.rlqr_group_penalty(raw[idx], rl_params["theta"], norm)
     r = rl_params["lambda1"] * rl_rec.part_ndcg.to_numpy(dtype=float) + rl_params["lambda2"] * pen
     hit = raw > 0
     open_rows += [
         {"reading": "RL-QR [theta, 1]", "choice": norm, "measure": "toy group 0, 2, 5, 40",
-         "value": ", ".join(f"{v:.3f}" for v in R.rlqr_group_penalty([0, 2, 5, 40], 0.1, norm))},
+         "value": ", ".join(f"{v:.3f}" for v in R_rlqr.rlqr_group_penalty([0, 2, 5, 40], 0.1, norm))},
         {"reading": "RL-QR [theta, 1]", "choice": norm, "measure": "mean penalty, penalised rollouts",
          "value": float(pen[hit].mean()) if hit.any() else float("nan")},
         {"reading": "RL-QR [theta, 1]", "choice": norm,
@@ -478,12 +482,12 @@ print("saved", run_dir / "04_rewards" / "summary.json")
 # ## What we found
 #
 # Read back from this run's tables (`04_reward_stats`, `04_copy_penalty`); the key numbers
-# are also recorded for the smoke tests (`qrlib.record`).
+# are also recorded for the smoke tests (`qrlib.eval.record`).
 
 # %%
 from IPython.display import Markdown
 
-from qrlib.record import Recorder
+from qrlib.eval.record import Recorder
 
 record = Recorder(run_dir, "04_reward_shaping")
 t_stats = pd.read_csv(Path(tables_dir) / "04_reward_stats.csv")

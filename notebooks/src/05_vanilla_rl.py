@@ -26,7 +26,7 @@ num_generations = 4  # rollouts per query (the GRPO group)
 max_completion_length = 24  # token budget of one rollout
 temperature = 0.8  # sampling temperature of rollouts (DeepRetrieval B.2 uses 0.6)
 top_p = 1.0  # nucleus sampling of rollouts
-algorithm = "grpo"  # grpo | dapo (TRL loss_type presets, see qrlib.train)
+algorithm = "grpo"  # grpo | dapo (TRL loss_type presets, see qrlib.rl.train)
 beta = 0.001  # KL coefficient (DeepRetrieval B.2: 0.001)
 learning_rate = 5e-5  # LoRA learning rate
 lora_r = 16  # LoRA rank
@@ -40,7 +40,7 @@ eval_k = 100  # retrieval depth for evaluation (R@100)
 n_examples = 6  # before/after examples shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
 dtype = None  # policy weights: None picks bf16 on CUDA and on CPUs with native bf16 matmul, else fp32
-rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
 
 # %% [markdown]
 # # 05 · Vanilla RL query rewriting (DeepRetrieval-style)
@@ -80,12 +80,16 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from qrlib import data as qdata
-from qrlib import engine
-from qrlib import metrics, plots, policy, retrieval, rewards, rewrite
-from qrlib.env import RewardEnv
-from qrlib.scale import PLUMBING_STEPS, log_scale
-from qrlib.train import load_config, train
+from qrlib.data import datasets as qdata
+from qrlib.generation import engine
+from qrlib.eval import metrics
+from qrlib import plots
+from qrlib.generation import policy, rewrite
+from qrlib.retrieval import retrievers as retrieval
+from qrlib.rl import rewards
+from qrlib.rl.env import RewardEnv
+from qrlib.eval.scale import PLUMBING_STEPS, log_scale
+from qrlib.rl.train import load_config, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -187,7 +191,7 @@ for name in datasets:
 #
 # The paper evaluates nDCG@10 but trains with a much larger $k$ so that a rewrite that
 # moves a relevant document from rank 80 to rank 20 is still rewarded (App. B.2); here
-# $k$ = `reward_k`. `qrlib.env.RewardEnv` parses each completion, searches all rollouts of
+# $k$ = `reward_k`. `qrlib.rl.env.RewardEnv` parses each completion, searches all rollouts of
 # the batch in one call and scores them; GRPO then normalises rewards within each group of
 # `num_generations` rollouts of the same query:
 # $\hat A_i = (r_i - \mathrm{mean}(r_{1..G}))/\mathrm{std}(r_{1..G})$.
@@ -234,7 +238,7 @@ del base_model
 # %% [markdown]
 # ## 5. GRPO training
 #
-# One LoRA adapter per `retriever:mode` run. `qrlib.train.train` builds TRL's `GRPOConfig`
+# One LoRA adapter per `retriever:mode` run. `qrlib.rl.train.train` builds TRL's `GRPOConfig`
 # (loss type, clipping $\epsilon$, KL $\beta$, group size $G$, temperature, token budget),
 # logs one CSV row per step (reward mean/std, per-part rewards, share of groups with zero
 # reward spread, format-valid rate, completion length, KL, step time) and resumes from the
@@ -376,11 +380,11 @@ for name in datasets:
             max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
         del m
 
-from qrlib.scale import SCALE_COLUMNS, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
 
 
 def row_scale(name, method, n_test):
-    """The training scale of a result row, from its run's log (qrlib.scale)."""
+    """The training scale of a result row, from its run's log (qrlib.eval.scale)."""
     if method.startswith("trained-"):
         run_name = f"{name}-{method[len('trained-'):]}"
         return scale_columns(model, [logs[logs.run == run_name]], test_queries=n_test)
@@ -424,12 +428,12 @@ results
 # ### Did training help? Per-query differences
 #
 # Paired comparison of trained vs raw and vs untrained (same queries): mean difference
-# with a 95 % paired-bootstrap interval over queries (`qrlib.stats.paired_bootstrap`), and
+# with a 95 % paired-bootstrap interval over queries (`qrlib.eval.stats.paired_bootstrap`), and
 # the share of queries that improved / got worse. A gain counts only when its interval
 # excludes 0.
 
 # %%
-from qrlib.stats import paired_bootstrap, verdict
+from qrlib.eval.stats import paired_bootstrap, verdict
 
 cmp_rows = []
 for (name, kind, method), ev in per_query.items():
@@ -526,7 +530,7 @@ print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 # %%
 from IPython.display import Markdown
 
-from qrlib.record import Recorder
+from qrlib.eval.record import Recorder
 
 record = Recorder(run_dir, "05_vanilla_rl")
 t_train = pd.read_csv(tables_dir / "05_training_summary.csv")

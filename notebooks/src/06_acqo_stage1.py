@@ -45,7 +45,7 @@ hnsw_m = 32  # dense training reward searches an HNSW index (ACQO A.1); evaluati
 hnsw_ef_construction = 200  # HNSW build effort
 n_examples = 6  # rollouts shown at the end
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
-rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
 
 # %% [markdown]
 # # 06 · ACQO Stage I: learning to decompose, rewarded by the best subset
@@ -89,15 +89,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from qrlib import data as qdata
-from qrlib import engine
-from qrlib import plots, policy, prompts, retrieval, rows as qrows
-from qrlib.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
-from qrlib.decompose import heuristic_split
-from qrlib.record import Recorder
-from qrlib.env import RewardEnv
-from qrlib.scale import fmt_scale, log_scale
-from qrlib.train import load_config, sft_target, train
+from qrlib.data import datasets as qdata
+from qrlib.generation import engine
+from qrlib import plots
+from qrlib.generation import policy, prompts
+from qrlib.retrieval import retrievers as retrieval
+from qrlib.data import rows as qrows
+from qrlib.methods.acqo.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
+from qrlib.methods.bandits.decompose import heuristic_split
+from qrlib.eval.record import Recorder
+from qrlib.rl.env import RewardEnv
+from qrlib.eval.scale import fmt_scale, log_scale
+from qrlib.rl.train import load_config, sft_target, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -201,7 +204,7 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
 # `warm_start_samples = 0` this section is skipped and Stage I starts from the untrained
 # model, as in the paper. Two levers (issue #10), both off by default:
 # `warm_start_rule_candidate` adds the model-free split of notebook 07's rule row (the
-# question plus `qrlib.decompose.heuristic_split`) to each question's candidates, so a
+# question plus `qrlib.methods.bandits.decompose.heuristic_split`) to each question's candidates, so a
 # question can get a good split as target even when none of the model's samples was one;
 # `warm_start_copy_targets = False` drops the "leave it unchanged" targets, so SFT only
 # shows improving splits (with many copy targets the cold start teaches copying, and the

@@ -43,10 +43,10 @@ n_examples = 6  # example decompositions shown per model
 gen_autocast = True  # bf16 autocast for the tau rollouts (sampling; about 4x faster on CPU)
 eval_autocast = False  # bf16 autocast of the greedy test decoding (16-19 % of a trained adapter's outputs then differ from fp32: benchmarks/bench_eval_precision.py)
 eval_batch_size = 8  # test questions decoded together (greedy)
-rule_row = True  # add a model-free row: the question plus qrlib.decompose.heuristic_split's sub-queries (headroom check)
+rule_row = True  # add a model-free row: the question plus qrlib.methods.bandits.decompose.heuristic_split's sub-queries (headroom check)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 stop = ['"}']  # a rollout ends when it closes the JSON answer (kept in the completion)
-rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
 
 # %% [markdown]
 # # 07 · ACQO Stage II and the test: does the trained decomposer beat the raw question?
@@ -90,17 +90,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from qrlib import data as qdata
-from qrlib import engine
-from qrlib import metrics, plots, policy, retrieval, rows as qrows
-from qrlib.curriculum import (SubqueryProbe, generate_decompositions, keep_for_stage2,
+from qrlib.data import datasets as qdata
+from qrlib.generation import engine
+from qrlib.eval import metrics
+from qrlib import plots
+from qrlib.generation import policy
+from qrlib.retrieval import retrievers as retrieval
+from qrlib.data import rows as qrows
+from qrlib.methods.acqo.curriculum import (SubqueryProbe, generate_decompositions, keep_for_stage2,
                               search_fused, tau_by_question)
-from qrlib.decompose import heuristic_split
-from qrlib.env import RewardEnv
-from qrlib.record import Recorder
-from qrlib.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
-from qrlib.stats import fmt_interval, paired_bootstrap, verdict
-from qrlib.train import load_config, train
+from qrlib.methods.bandits.decompose import heuristic_split
+from qrlib.rl.env import RewardEnv
+from qrlib.eval.record import Recorder
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
+from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.rl.train import load_config, train
 from qrlib.core.io import load_json, save_json, save_table
 
 plots.setup()
@@ -340,7 +344,7 @@ save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompo
 # nDCG@10 (ir-measures), the mean number of sub-queries, and nDCG@10 minus the raw
 # question's on the same questions with a 95% paired-bootstrap interval. With `rule_row`
 # a model-free row is added: the question fused (RSF) with up to two sub-queries of
-# `qrlib.decompose.heuristic_split` (comparison alternatives, entity spans, clauses; see
+# `qrlib.methods.bandits.decompose.heuristic_split` (comparison alternatives, entity spans, clauses; see
 # notebook 03). It shows how much a plain rule already gains here, i.e. the headroom a
 # trained decomposer has to reach before it is worth its generation cost.
 
@@ -416,7 +420,7 @@ save_table(RESULTS.round(4), "07_acqo_results", tables_dir,
            caption="ACQO on the test questions (ACQO Table 3 columns); ΔnDCG@10 vs the raw "
                    "question with a 95% paired-bootstrap interval [lo, hi] over questions; "
                    f"the training scale of each row ({', '.join(SCALE_COLUMNS)}) is read from "
-                   "its runs' logs (qrlib.scale)")
+                   "its runs' logs (qrlib.eval.scale)")
 RESULTS.round(3)
 
 # %% [markdown]
@@ -542,7 +546,7 @@ pd.DataFrame(ex)
 # %% [markdown]
 # ## 10. Next to the paper (ACQO Table 3, HotpotQA)
 #
-# The published numbers come from `qrlib/published/acqo.yaml`. The settings differ: the
+# The published numbers come from `qrlib/methods/acqo/published.yaml`. The settings differ: the
 # paper searches the 5.2M-paragraph BEIR HotpotQA corpus with Qwen2.5-3B trained for
 # 3 + 6 epochs on about half of its 90k training questions (App. A); here a 9k-paragraph
 # corpus, a 0.5B (or smaller) model, the training scale of each row in its columns, and
@@ -550,7 +554,7 @@ pd.DataFrame(ex)
 # higher; compare the *direction* of each row against the raw question, not the level.
 
 # %%
-from qrlib import published
+from qrlib.eval import published
 
 PAPER = published.table("acqo", "Table 3", wide=True, index="key", fraction=True)
 rows = []
@@ -581,7 +585,7 @@ else:
         f"*No row to put next to ACQO Table 3 in this run*: the paper's table is HotpotQA, and "
         f"the `{profile}` profile evaluates {', '.join(test_datasets)} with "
         f"{', '.join(retrievers)}-trained models (`cpu-long` and `gpu` evaluate "
-        "hotpotqa-large). The paper's values stay in `qrlib/published/acqo.yaml`."))
+        "hotpotqa-large). The paper's values stay in `qrlib/methods/acqo/published.yaml`."))
 
 # %% [markdown]
 # ## What we found

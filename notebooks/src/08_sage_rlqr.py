@@ -16,7 +16,7 @@ seed = 0  # seed for subsets, sampling and training
 data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
 model = "smollm2"  # policy for sampling and training: smollm2 | qwen2.5-coder-0.5b | hub id
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
-rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.engine)
+rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
 bootstrap = 10000  # paired-bootstrap resamples for every interval
 dense_model = "minilm"  # offline all-MiniLM-L6-v2; a hub id such as BAAI/bge-base-en-v1.5 on GPU
 # --- 1. strategy-guided prompting, best-of-N (SAGE Sec. 3.1, Fig. 3)
@@ -99,18 +99,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from qrlib import data as qdata
-from qrlib import engine
-from qrlib import metrics, plots, policy, published, retrieval, rewards, rewrite
-from qrlib.bestofn import best_of_n_curve, best_share
-from qrlib.env import RewardEnv
-from qrlib.prompts import REGISTRY, as_template, render_prompt
-from qrlib.record import Recorder
-from qrlib.stats import fmt_interval, paired_bootstrap, verdict
-from qrlib.synthesis import PREFILL as SYN_PREFILL
-from qrlib.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
-from qrlib.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
-from qrlib.train import load_config, train
+from qrlib.data import datasets as qdata
+from qrlib.generation import engine
+from qrlib.eval import metrics, published
+from qrlib import plots
+from qrlib.generation import policy, rewrite
+from qrlib.retrieval import retrievers as retrieval
+from qrlib.rl import rewards
+from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
+from qrlib.rl.env import RewardEnv
+from qrlib.generation.prompts import REGISTRY, as_template, render_prompt
+from qrlib.eval.record import Recorder
+from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.methods.rlqr.synthesis import PREFILL as SYN_PREFILL
+from qrlib.methods.rlqr.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.rl.train import load_config, train
 from qrlib.core.io import save_json, save_table
 
 plots.setup()
@@ -139,7 +143,7 @@ def get_retriever(ds, kind):
 
 
 def ndcg_per_query(ds, kind, texts_by_qid, k=10):
-    """nDCG@k of each query's search text (ir-measures, through qrlib.metrics)."""
+    """nDCG@k of each query's search text (ir-measures, through qrlib.eval.metrics)."""
     qids = list(texts_by_qid)
     res = get_retriever(ds, kind).search([texts_by_qid[q] for q in qids], 100)
     ev = metrics.evaluate(dict(zip(qids, res)), {q: ds.qrels[q] for q in qids},
@@ -165,7 +169,7 @@ def ndcg_per_query(ds, kind, texts_by_qid, k=10):
 # $$ \mathbb{E}\big[\max_{i\le N} s_i\big] = \sum_{j=N}^{M} s_{(j)}\,
 #    \binom{j-1}{N-1}\Big/\binom{M}{N}, $$
 #
-# with $s_{(1)}\le\dots\le s_{(M)}$ the pool's nDCG@10 sorted (`qrlib.bestofn`).
+# with $s_{(1)}\le\dots\le s_{(M)}$ the pool's nDCG@10 sorted (`qrlib.methods.sage.bestofn`).
 
 # %%
 FAMILIES = {
@@ -549,7 +553,7 @@ paper_t3
 # the document, the question they would ask, and the answer. The answer is prefilled with
 # `{"scenario": "` so the layout is given. A question is kept when it parses, is not
 # empty (the "not enough information" answer), has 4-64 words and is not copied verbatim
-# from the document (`qrlib.synthesis.usable`). Its only relevant document is the source.
+# from the document (`qrlib.methods.rlqr.synthesis.usable`). Its only relevant document is the source.
 # The set is written in BEIR layout under the run folder and reused by later runs with the
 # same settings.
 
@@ -634,7 +638,7 @@ pd.concat([d["attempts"].head(4).assign(dataset=n) for n, d in RLQR.items()])[
 #
 # where $\tilde p_i \le 0$ is the rollout's count of characters outside `<answer>` (all of
 # them when the tags are missing), normalised within the group so that the non-zero
-# penalties span $[\theta, 1]$ (`qrlib.rewards.rlqr`; $\lambda_1 = 1$, $\lambda_2 = 0.5$,
+# penalties span $[\theta, 1]$ (`qrlib.methods.rlqr.rewards`; $\lambda_1 = 1$, $\lambda_2 = 0.5$,
 # $\theta = 0.1$, our choice: the paper gives none). No human query is used for training;
 # the rewriter is then tested on the real test queries of the same index.
 
@@ -725,7 +729,7 @@ pd.DataFrame(rows)
 
 # %% [markdown]
 # Paper (RL-QR Table 2, nDCG@3 in %, other indexes and Qwen3-4B to 14B), read from
-# `qrlib/published/rlqr.yaml`:
+# `qrlib/methods/rlqr/published.yaml`:
 
 # %%
 published.table("rlqr", "Table 2")

@@ -17,7 +17,7 @@ figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
 tables_dir = "../tables/dev"  # tables (CSV + Markdown)
 cache_dir = None  # shared cache for embeddings (None: qrlib.workbook.cache_dir())
 seed = 0  # master seed (request sample, bandit repetitions)
-data_dir = None  # offline data root (None: qrlib.data's lookup)
+data_dir = None  # offline data root (None: qrlib.data.datasets's lookup)
 datasets = ["hotpotqa-mini", "2wikimultihopqa-mini"]  # multi-hop collections (BEIR layout)
 split = "test"  # qrels split the requests come from
 n_requests = 30  # requests sampled per dataset (None: all)
@@ -42,7 +42,7 @@ hier_n = 4  # observations before a parent may expand (paper Sec. 5.3 uses 4)
 hier_tau = 0.77  # informativeness threshold (paper Sec. 5.3 uses 0.77)
 hier_lambda = 0.91  # inheritance factor (paper Sec. 5.3 uses 0.91)
 hier_loose = [1, 0.5]  # a looser (n, tau) for a sensitivity run (None: skip)
-policies = None  # subset of qrlib.bandits.PAPER_ORDER (None: all of Table 1)
+policies = None  # subset of qrlib.methods.bandits.bandits.PAPER_ORDER (None: all of Table 1)
 
 # %% [markdown]
 # # 09 · Bandit selection of sub-query documents
@@ -62,8 +62,8 @@ policies = None  # subset of qrlib.bandits.PAPER_ORDER (None: all of Table 1)
 # requests need 2–4 gold paragraphs each, far fewer than a NeuCLIR report request, so
 # absolute precision is lower; the *ordering* of policies is what we compare.
 #
-# Everything bandit-related lives in `qrlib.bandits` (numpy only); decompositions in
-# `qrlib.decompose`.
+# Everything bandit-related lives in `qrlib.methods.bandits.bandits` (numpy only); decompositions in
+# `qrlib.methods.bandits.decompose`.
 
 # %%
 import json
@@ -79,12 +79,13 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from qrlib import bandits as B
-from qrlib import decompose as D
-from qrlib import plots, published
-from qrlib.data import load_dataset, subset
-from qrlib.record import Recorder
-from qrlib.retrieval import build_retriever, encode_corpus
+from qrlib.methods.bandits import bandits as B
+from qrlib.methods.bandits import decompose as D
+from qrlib import plots
+from qrlib.eval import published
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.eval.record import Recorder
+from qrlib.retrieval.retrievers import build_retriever, encode_corpus
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
 plots.setup()
@@ -103,7 +104,7 @@ print(f"profile={profile} datasets={datasets} n_requests={n_requests} reps={reps
 # ## 1. Requests and their decompositions
 #
 # We sample `n_requests` questions per dataset from the test split. Three decompositions
-# are available (`qrlib.decompose`):
+# are available (`qrlib.methods.bandits.decompose`):
 #
 # * **heuristic** — deterministic rules, no model: one sub-query per named entity or
 #   comparison alternative (with the asked aspect appended), clause splits and the inner
@@ -141,7 +142,7 @@ if "model" in decompositions:
         model_note = "skipped: decompose_model is not set"
     else:
         try:
-            from qrlib.policy import load_policy
+            from qrlib.generation.policy import load_policy
             t0 = time.perf_counter()
             model, tok = load_policy(decompose_model)
             picked = [(name, q) for name, ds in data.items()
@@ -172,7 +173,7 @@ for (name, kind), dd in decomp.items():
 # ## 2. One ranked list per sub-query, relevance and novelty
 #
 # Each sub-query retrieves its top-`depth` documents (BM25 over the dataset's full
-# paragraph pool, `qrlib.retrieval`). A document is relevant when the request's qrels judge
+# paragraph pool, `qrlib.retrieval.retrievers`). A document is relevant when the request's qrels judge
 # it so. For the diversity rewards the novelty of a document is computed from the cosine
 # similarity of MiniLM embeddings (`all-MiniLM-L6-v2`, offline copy); embeddings are cached
 # per dataset in the shared cache so later runs only encode new documents.
@@ -220,7 +221,7 @@ for name in data:
     print(f"{name}: {len(pooled)} pooled docs embedded/loaded in {time.perf_counter() - t0:.1f} s")
 
 # %% [markdown]
-# Each (dataset, decomposition, request, sample) becomes a `qrlib.bandits.Request`: its
+# Each (dataset, decomposition, request, sample) becomes a `qrlib.methods.bandits.bandits.Request`: its
 # sub-queries' lists mapped to local document indices, binary relevance, min-max normalised
 # retrieval scores (for the Gaussian policy) and the pairwise cosine similarities. As in
 # the paper (which keeps ResearchyQuestions requests with at least 10 % relevant
@@ -428,7 +429,7 @@ prec_table
 # sub-queries: subtopic $i$ holds the relevant documents found in sub-query $i$'s list, so a
 # document that answers several sub-queries covers several subtopics. The ranking is the
 # order in which the policy selected documents; the cut-off $K$ is the number of selected
-# documents. Computed with ir-measures (pyndeval) through `qrlib.metrics.evaluate`;
+# documents. Computed with ir-measures (pyndeval) through `qrlib.eval.metrics.evaluate`;
 # repetitions with identical top-$K$ prefixes are scored once.
 
 # %%
@@ -454,7 +455,7 @@ an_tab.columns = [f"{d.split('-')[0]}/{k}/@{K}" for d, k, K in an_tab.columns]
 an_tab.index = [labels[p] for p in an_tab.index]
 
 # the paper's Table 3, completed by Table 5 (Gaussian, Bernoulli top-k=3), from
-# qrlib/published/bandit.yaml: ResearchyQuestions K=5, 10 and NeuCLIR24 K=5, 10, 20
+# qrlib/methods/bandits/published.yaml: ResearchyQuestions K=5, 10 and NeuCLIR24 K=5, 10, 20
 cols = ["Researchy @5", "Researchy @10", "NeuCLIR24 @5", "NeuCLIR24 @10", "NeuCLIR24 @20"]
 t3 = published.table("bandit", "Table 3", column=cols, wide=True, index="key")
 t5 = published.table("bandit", "Table 5", column=cols, wide=True, index="key")
@@ -474,7 +475,7 @@ alpha_table.round(3)
 # ## 6. Serial versus hierarchical (correlated) bandits (paper Table 4)
 #
 # For the hierarchy we need a two-level decomposition. Without a model we build it
-# deterministically with `qrlib.decompose.heuristic_hierarchy`: the **parents** are the
+# deterministically with `qrlib.methods.bandits.decompose.heuristic_hierarchy`: the **parents** are the
 # heuristic sub-queries (at most `hier_parents`), and each parent's **children** narrow it —
 # each named entity of the parent on its own, the entity with the parent's aspect words,
 # and the parent extended with the rest of the request's content words (at most
@@ -545,7 +546,7 @@ h_tab = hs.pivot_table(index="policy", columns=["budget", "mode"], values="mean"
 h_tab = h_tab[[(b, m) for b in hb for m in modes]]
 short = {"serial": "Ser.", "hierarchical": "Hier.", "hierarchical-loose": "Hier. loose"}
 h_tab.columns = [f"{short[m]} b={round(b * 100)}%" for b, m in h_tab.columns]
-# Table 4 (ResearchyQuestions): Ser/Hier at 10 % and 20 %, from qrlib/published/bandit.yaml
+# Table 4 (ResearchyQuestions): Ser/Hier at 10 % and 20 %, from qrlib/methods/bandits/published.yaml
 paper_t4 = published.table("bandit", "Table 4", wide=True, index="key")
 for col in ["Ser. 10%", "Hier. 10%", "Ser. 20%", "Hier. 20%"]:
     h_tab[f"paper {col}"] = paper_t4[col].reindex(h_tab.index).to_numpy()
@@ -667,7 +668,7 @@ check_df
 #
 # The comparison below is built from this run's tables (`09_precision_by_budget`,
 # `09_direction_checks`, `09_serial_vs_hierarchical`, `09_pool_stats`) and the paper's
-# numbers in `qrlib/published/bandit.yaml`, so it always describes the run above. Paper
+# numbers in `qrlib/methods/bandits/published.yaml`, so it always describes the run above. Paper
 # values are ResearchyQuestions precision at a 10 % budget (Table 4); ours are pooled over
 # datasets and decompositions.
 
@@ -780,7 +781,7 @@ print(json.dumps({k: summary[k] for k in ("requests", "hierarchical_requests", "
 # ## What we found
 #
 # Read from this run's tables (`09_direction_checks`, `09_precision_by_budget`,
-# `09_serial_vs_hierarchical`); the paper's values from `qrlib/published/bandit.yaml`.
+# `09_serial_vs_hierarchical`); the paper's values from `qrlib/methods/bandits/published.yaml`.
 
 # %%
 held = check_df[check_df["holds here"] == "yes"]["paper's finding"].tolist()

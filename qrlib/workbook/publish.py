@@ -1,0 +1,290 @@
+"""Publish the executed notebooks of a profile, small enough to commit and browse.
+
+``python -m qrlib run params/cpu.yaml`` ends by calling
+:func:`qrlib.workbook.runner.after_run`, which, for the profiles in
+:data:`PUBLISHED_PROFILES` (the README's ``cpu`` profile):
+
+* copies every notebook that ran to ``notebooks/executed/<profile>/NN_name.ipynb`` with its
+  outputs, stripped of what makes notebooks heavy (PDF/SVG twins of figures, widget
+  state, progress-bar spam, huge HTML) and with figures re-encoded as modest PNGs, behind
+  a first cell naming the commit, the tree state, the fingerprint, the profile and the date;
+* writes ``notebooks/executed/<profile>/README.md``, an index of what is there;
+* writes ``tables/<profile>/run_timings.csv|md`` (wall time and peak memory of each
+  notebook's last run, from ``tables/<profile>/manifest.json``), which README and RESULTS
+  quote;
+* regenerates ``RESULTS.md`` from ``tables/<profile>/`` (:mod:`qrlib.workbook.results`).
+
+For every profile the timing table is written; notebooks are published only for the
+listed profiles (or any profile with ``QRLIB_PUBLISH=1``), so ``make test`` leaves the
+repository untouched. Data, indexes and weights are never copied: only notebook outputs.
+
+This module stamps and publishes; it imports only :mod:`qrlib.workbook.freshness` (the
+manifest), :mod:`qrlib.core` and :mod:`qrlib.errors`. nbformat, PIL and pandas are imported
+inside the functions that need them (heavy, and not needed to stamp a table).
+"""
+from __future__ import annotations
+
+import base64
+import io
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write, save_table
+from qrlib.core.errors import QrlibError
+from qrlib.workbook.freshness import load_manifest, published_entries
+
+PUBLISHED_PROFILES = ("cpu",)
+RESULTS_PROFILE = "cpu"
+MAX_PNG_WIDTH = 1000        # px; wider inline figures are downscaled
+MAX_HTML_CHARS = 60_000     # larger HTML outputs keep only their text/plain twin
+MAX_STREAM_LINES = 60       # longer stdout/stderr outputs keep head and tail
+HEADER_ID = "qrlib-published-header"
+DROP_MIME = ("application/pdf", "image/svg+xml", "application/vnd.jupyter.widget-view+json",
+             "application/vnd.jupyter.widget-state+json", "application/javascript")
+
+
+# --------------------------------------------------------------------------- git
+def commit_info(root: Path | None = None) -> dict[str, Any]:
+    """Short commit of ``root`` and whether sources differ from it (``dirty``)."""
+    root = Path(root or REPO_ROOT)
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "qrlib", "notebooks/src", "params"],
+                               capture_output=True, text=True, check=True).stdout.strip() != ""
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": "unknown", "dirty": False}
+    return {"commit": sha, "dirty": dirty}
+
+
+# --------------------------------------------------------------------------- stamps
+STAMP_MD = "`qrlib:"
+
+
+def stamp_text(name: str, profile: str, info: dict[str, Any], fingerprint: str) -> str:
+    """One line naming where a result came from: notebook, profile, commit, tree, fingerprint."""
+    tree = "dirty tree, --allow-dirty" if info.get("dirty") else "clean tree"
+    return (f"{name}, profile {profile}, commit {info.get('commit', 'unknown')} ({tree}), "
+            f"fingerprint {fingerprint}")
+
+
+def _stamp_file(path: Path, stamp: str) -> None:
+    if path.suffix not in (".csv", ".md") and not path.name.endswith(".caption.txt"):
+        return  # figures carry their stamp in the caption
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".csv":
+        body = "".join(ln for ln in text.splitlines(keepends=True)
+                       if not ln.startswith(STAMP_PREFIX))
+        text = f"{STAMP_PREFIX} {stamp}\n{body}"
+    elif path.suffix == ".md":
+        body = "\n".join(ln for ln in text.rstrip("\n").split("\n")
+                         if not ln.startswith(STAMP_MD)).rstrip("\n")
+        text = f"{body}\n\n{STAMP_MD} {stamp}`\n"
+    elif path.name.endswith(".caption.txt"):
+        body = re.sub(r" \[qrlib: [^\]]*\]$", "", text.rstrip("\n"))
+        text = f"{body} [qrlib: {stamp}]\n"
+    atomic_write(path, text)
+
+
+def stamp_outputs(name: str, profile: str, paths: dict[str, Path], *, since: float,
+                  info: dict[str, Any], fingerprint: str, root: Path) -> list[str]:
+    """Stamp the tables (csv, md) and figure captions notebook ``name`` wrote, and delete
+    the files of its own (``NN_*``) that this run did not rewrite (left by an older run).
+
+    Returns the repository-relative paths of its outputs.
+    """
+    prefix = name.split("_", 1)[0] + "_"
+    stamp = stamp_text(name, profile, info, fingerprint)
+    out = []
+    for folder in (paths["tables_dir"], paths["figures_dir"]):
+        for f in sorted(Path(folder).glob(f"{prefix}*")):
+            if not f.is_file():
+                continue
+            if f.stat().st_mtime < since - 1:
+                f.unlink()
+                print(f"[qrlib] removed {f.relative_to(root)}: {name} no longer writes it",
+                      flush=True)
+                continue
+            _stamp_file(f, stamp)
+            out.append(str(f.relative_to(root)))
+    return out
+
+
+# --------------------------------------------------------------------------- stripping
+
+def _shrink_png(b64: str, max_width: int) -> str:
+    """Downscale a base64 PNG to ``max_width`` and re-encode it with a 256-colour palette
+    (plots lose nothing visible; files shrink several-fold)."""
+    from PIL import Image
+
+    raw = base64.b64decode(b64)
+    img = Image.open(io.BytesIO(raw))
+    img.load()
+    if img.width > max_width:
+        h = round(img.height * max_width / img.width)
+        img = img.convert("RGBA").resize((max_width, h), Image.LANCZOS)
+    if img.mode != "P":
+        img = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    img.save(out, format="PNG", optimize=True)
+    new = out.getvalue()
+    return base64.b64encode(new if len(new) < len(raw) else raw).decode("ascii")
+
+
+def _clean_stream(text: str, max_lines: int) -> str:
+    """Keep only the final state of carriage-return-updated lines (progress bars) and cut
+    long outputs to their head and tail."""
+    lines = [ln.rsplit("\r", 1)[-1] for ln in text.split("\n")]
+    lines = [ln for ln in lines if not re.fullmatch(r"\s*", ln)] if len(lines) > 1 else lines
+    if len(lines) > max_lines:
+        head, tail = lines[: max_lines * 2 // 3], lines[-(max_lines // 3):]
+        cut = len(lines) - len(head) - len(tail)
+        lines = head + [f"... [{cut} lines cut by qrlib.workbook.publish] ..."] + tail
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def relative_paths(text: str, root: Path) -> str:
+    """``text`` with the machine's absolute repository path written relative to the
+    repository (``/home/x/qrlib/runs/cpu`` -> ``runs/cpu``; its parent -> ``..``)."""
+    root = Path(root).resolve()
+    for abs_path, rel in ((str(root) + os.sep, ""), (str(root), "."),
+                          (str(root.parent) + os.sep, ".." + os.sep)):
+        text = text.replace(abs_path, rel)
+    return text
+
+
+def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH,
+                   root: Path | None = None) -> Any:
+    """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk, and absolute
+    paths under ``root`` (default: the repository) written relative to it."""
+    import nbformat
+
+    root = Path(root or REPO_ROOT)
+    nb = nbformat.reads(relative_paths(nbformat.writes(nb), root), as_version=4)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
+        if cell.cell_type != "code":
+            continue
+        outs = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                out["text"] = _clean_stream(out.get("text", ""), MAX_STREAM_LINES)
+                if not out["text"].strip():
+                    continue
+            data = out.get("data")
+            if data is not None:
+                for mime in DROP_MIME:
+                    data.pop(mime, None)
+                if "text/html" in data and "text/plain" in data:
+                    if len("".join(data["text/html"])) > MAX_HTML_CHARS:
+                        data.pop("text/html")
+                if "image/png" in data:
+                    png = data["image/png"]
+                    data["image/png"] = _shrink_png("".join(png) if isinstance(png, list) else png,
+                                                    max_png_width)
+                    out.setdefault("metadata", {}).pop("image/png", None)
+                if not data:
+                    continue
+            outs.append(out)
+        cell.outputs = outs
+    return nb
+
+
+def header_cell(name: str, profile: str, entry: dict[str, Any], executed: str) -> Any:
+    import nbformat
+
+    wall_s = entry.get("wall_s")
+    wall = f", {wall_s / 60:.1f} min" if wall_s and wall_s >= 90 else (f", {wall_s:.0f} s" if wall_s else "")
+    stamp = stamp_text(name, profile, entry, entry.get("fingerprint", "?"))
+    text = (f"> **Executed copy, for reading.** `{name}` run with the **`{profile}`** profile "
+            f"(`params/{profile}.yaml`) on {executed}{wall}: {stamp}.  \n"
+            f"> Written by `python -m qrlib run params/{profile}.yaml` (qrlib.workbook.publish): "
+            f"outputs only, figures downscaled, no data or weights. `python -m qrlib status "
+            f"--profile {profile}` tells whether it is still fresh. Do not edit: the source is "
+            f"`notebooks/src/{name}.py`; open `notebooks/{name}.ipynb` to run it yourself.")
+    cell = nbformat.v4.new_markdown_cell(text)
+    cell.id = HEADER_ID
+    return cell
+
+
+# --------------------------------------------------------------------------- publish
+def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str] | None = None,
+                      dest: Path | None = None, max_png_width: int = MAX_PNG_WIDTH) -> list[Path]:
+    """Copy ``runs/<profile>/notebooks/*.ipynb`` (or ``names``) to
+    ``notebooks/executed/<profile>/``, stripped, behind a header cell with the stamp of the
+    notebook's manifest entry (commit, tree, fingerprint); returns the paths."""
+    import nbformat
+
+    root = Path(root or REPO_ROOT)
+    src_dir = root / "runs" / profile / "notebooks"
+    dest = Path(dest or root / "notebooks" / "executed" / profile)
+    if not src_dir.exists():
+        raise QrlibError(f"no executed notebooks under {src_dir}; run `python -m qrlib run "
+                         f"params/{profile}.yaml` first")
+    paths = sorted(src_dir.glob("[0-9][0-9]_*.ipynb"))
+    if names is not None:
+        paths = [p for p in paths if p.stem in set(names)]
+    manifest = load_manifest(profile, root)
+    out = []
+    for p in paths:
+        entry = manifest.get(p.stem) or {**commit_info(root), "fingerprint": "unknown"}
+        nb = nbformat.read(p, as_version=4)
+        executed = time.strftime("%Y-%m-%d", time.localtime(p.stat().st_mtime))
+        nb = strip_notebook(nb, max_png_width=max_png_width, root=root)
+        nb.cells = [c for c in nb.cells if c.get("id") != HEADER_ID]
+        nb.cells.insert(0, header_cell(p.stem, profile, entry, executed))
+        nb.metadata["qrlib"] = {"profile": profile, "commit": entry.get("commit"),
+                                "dirty": entry.get("dirty"), "executed": executed,
+                                "fingerprint": entry.get("fingerprint"),
+                                "wall_s": entry.get("wall_s")}
+        target = dest / p.name
+        atomic_write(target, nbformat.writes(nb) + "\n")
+        out.append(target)
+    write_index(dest, profile)
+    return out
+
+
+def write_index(dest: Path, profile: str) -> Path:
+    """``README.md`` of a published folder: one line per notebook with its stamp."""
+    import nbformat
+
+    lines = [f"# Executed notebooks of the `{profile}` profile", "",
+             f"Written by `python -m qrlib run params/{profile}.yaml` (see "
+             "`qrlib/workbook/publish.py`); outputs only, for reading on a repository page or "
+             "in JupyterLab without running anything. The runnable notebooks are one folder up. Whether each is still what "
+             f"the code at HEAD produces: `python -m qrlib status --profile {profile}`.", "",
+             "| notebook | commit | fingerprint | executed | wall time |", "|---|---|---|---|---|"]
+    for p in sorted(dest.glob("[0-9][0-9]_*.ipynb")):
+        meta = nbformat.read(p, as_version=4).metadata.get("qrlib", {})
+        wall = meta.get("wall_s")
+        commit = str(meta.get("commit", "?")) + (" (dirty)" if meta.get("dirty") else "")
+        lines.append(f"| [{p.stem}]({p.name}) | `{commit}` | `{meta.get('fingerprint') or '-'}` | "
+                     f"{meta.get('executed', '?')} | " + (f"{wall:.0f} s" if wall else "") + " |")
+    return atomic_write(dest / "README.md", "\n".join(lines) + "\n")
+
+
+def timing_table(profile: str, *, root: Path | None = None) -> Any:
+    """Wall time and peak memory of each notebook's last run, from the profile's manifest
+    (each row from its own run, with its commit), saved as ``tables/<profile>/run_timings``;
+    None when no notebook has run."""
+    import pandas as pd
+
+    root = Path(root or REPO_ROOT)
+    manifest = published_entries(profile, root)
+    if not manifest:
+        return None
+    t = pd.DataFrame([{"notebook": n, "wall_s": e.get("wall_s"), "peak_rss_mb": e.get("peak_rss_mb"),
+                       "finished": e.get("finished"), "commit": e.get("commit"),
+                       "fingerprint": e.get("fingerprint")} for n, e in sorted(manifest.items())])
+    t["wall_min"] = t["wall_s"] / 60
+    save_table(t, "run_timings", root / "tables" / profile, floatfmt=".1f",
+               caption=f"Wall time and peak memory (process + kernel) of the last run of each "
+                       f"notebook, from tables/{profile}/manifest.json; `python -m qrlib status "
+                       f"--profile {profile}` tells which are fresh [profile: {profile}]")
+    return t

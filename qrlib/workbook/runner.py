@@ -1,0 +1,429 @@
+"""The notebook runner: ``python -m qrlib run PROFILE`` executes a profile's notebooks.
+
+The top layer of :mod:`qrlib.workbook`: it reads profiles (:mod:`.profiles`), records each
+notebook's inputs and fingerprint (:mod:`.freshness`), stamps and publishes its outputs
+(:mod:`.publish`) and, after a ``cpu`` run, regenerates RESULTS.md (:mod:`.results`).
+
+``--stale`` (alias ``--resume``) runs only the notebooks that ``python -m qrlib status``
+calls stale or never run (:mod:`qrlib.workbook.freshness`: source, profile section,
+imported qrlib files, dataset folders read, declared upstream notebooks). One ``qrlib run``
+at a time may use a run folder (``runs/<name>/run.lock`` holds the PID); the executed copy
+of a notebook is ``INCOMPLETE-NN_name.ipynb`` until it has run to the end. Injected paths
+are relative to ``notebooks/`` (the kernel's working directory), so executed notebooks
+hold no absolute path of the machine that ran them.
+
+The notebook folders and the repository root are read from :mod:`.profiles` at call time
+(``profiles.NOTEBOOK_DIR``), so that pointing them elsewhere there moves the runner too.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from qrlib.core import readlog
+from qrlib.core.io import atomic_write, save_json
+from qrlib.core.lock import LOCK_NAME, run_lock
+from qrlib.core.errors import QrlibError
+from qrlib.workbook import freshness, profiles, publish, results
+from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
+                                     notebook_parameters, notebook_relpath, parameters_for,
+                                     profile_files, run_paths, select_notebooks)
+
+@contextlib.contextmanager
+def published_outputs_guard(name: str, folders: list[Path]) -> Any:
+    """Keep a copy of notebook ``name``'s published outputs (``NN_*`` files in ``folders``)
+    while it runs; ``guard.restore()`` puts them back exactly (files it added removed), so
+    a notebook that fails half-way leaves no half-written tables or figures behind."""
+    prefix = name.split("_", 1)[0] + "_"
+    with tempfile.TemporaryDirectory(prefix="qrlib-outputs-") as tmp:
+        saved: dict[Path, Path] = {}
+        for i, folder in enumerate(folders):
+            for f in sorted(Path(folder).glob(prefix + "*")):
+                if f.is_file():
+                    saved[f] = Path(tmp) / str(i) / f.name
+                    saved[f].parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(f, saved[f])
+
+        class Guard:
+            def restore(self) -> int:
+                """Restore the saved outputs; returns how many files were changed back."""
+                n = 0
+                for folder in folders:
+                    for f in Path(folder).glob(prefix + "*"):
+                        if f.is_file() and f not in saved:
+                            f.unlink()
+                            n += 1
+                for f, copy_ in saved.items():
+                    if not f.exists() or f.read_bytes() != copy_.read_bytes():
+                        shutil.copy2(copy_, f)
+                        n += 1
+                return n
+
+        yield Guard()
+
+
+
+def build_notebooks(names: list[str] | None = None) -> list[Path]:
+    """Convert the jupytext sources ``notebooks/src/NN_*.py`` into ``notebooks/NN_*.ipynb``.
+
+    The ``.py`` files (percent format) are the sources under review; the ``.ipynb`` files
+    are what JupyterLab opens and the runner executes. Outputs are never stored.
+    """
+    import jupytext  # deferred: heavy (markdown-it, nbformat), needed only to build
+
+    out = []
+    for name in names or notebook_names():
+        nb = jupytext.read(profiles.NOTEBOOK_SRC_DIR / f"{name}.py")
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (qrlib)",
+                                     "language": "python"}
+        nb.metadata.pop("jupytext", None)
+        for i, cell in enumerate(nb.cells):  # stable ids: rebuilding gives no spurious diff
+            cell.id = f"c{i:03d}-" + hashlib.sha1(cell.source.encode()).hexdigest()[:8]
+        target = profiles.NOTEBOOK_DIR / f"{name}.ipynb"
+        atomic_write(target, jupytext.writes(nb, fmt="ipynb"))
+        out.append(target)
+    return out
+
+
+
+# --------------------------------------------------------------------------- runner
+class _PeakMemory:
+    """Sample the RSS of this process and all its children (the kernel) in a thread."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "_PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _failed_cell(exc: Exception) -> str:
+    """Locate the failing cell in a papermill execution error, in one line."""
+    name = getattr(exc, "ename", type(exc).__name__)
+    value = " ".join(str(getattr(exc, "evalue", exc)).split())[:300]
+    cell = getattr(exc, "exec_count", None)
+    where = f"cell [{cell}]" if cell is not None else "a cell"
+    return f"{where} raised {name}: {value}"
+
+
+def stale_selection(profile_path: str | os.PathLike, root: Path) -> list[str]:
+    """Notebooks to run for ``--stale``: every stale or never-run notebook, plus each fresh
+    notebook whose artifacts a selected one reads but this machine's run folder lacks."""
+    profile = load_profile(profile_path)
+    status = {s.notebook: s for s in freshness.profile_status(profile_path, root)}
+    chosen = {n for n, s in status.items() if s.state != "fresh"}
+    done_dir = run_paths(profile["name"], root)["run_dir"] / "done"
+    todo = sorted(chosen)
+    while todo:
+        for up in freshness.declared_reads(todo.pop(), root):
+            if up not in chosen and not (done_dir / f"{up}.json").exists():
+                chosen.add(up)
+                todo.append(up)
+    return [n for n in notebook_names() if n in chosen]
+
+
+def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> list[str]:
+    """Uncommitted files among what a notebook depends on (its source, its qrlib modules,
+    the profile files); [] outside a git work tree."""
+    files = [*inputs["source"], *inputs["modules"]]
+    chain = profile_files(profile_path)  # the profile and the files it extends
+    return sorted(freshness.uncommitted(files + [os.path.relpath(p, root) for p in chain], root))
+
+
+def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = None,
+                resume: bool = False, stale: bool = False, allow_dirty: bool = False,
+                root: Path | None = None, kernel: str = "python3",
+                log_output: bool = False) -> list[dict[str, Any]]:
+    """Execute the notebooks in order with papermill, injecting the profile's parameters.
+
+    Executed notebooks go to ``runs/<name>/notebooks/`` (named ``INCOMPLETE-NN_name.ipynb``,
+    behind a first cell saying so, until the notebook has run to its end). After each
+    notebook the runner checks its read log against its declared reads
+    (:mod:`qrlib.workbook.freshness`), stamps its tables and figure captions with the commit
+    and its fingerprint, and records its inputs, wall time and peak memory in
+    ``tables/<name>/manifest.json``. ``stale`` (or ``resume``) runs only what
+    ``qrlib status`` calls stale or never run. A published profile refuses to run a
+    notebook whose inputs have uncommitted changes unless ``allow_dirty``.
+    """
+    import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
+
+    root = Path(root or profiles.REPO_ROOT)
+    profile_path = Path(profile_path)
+    if not profile_path.exists() and (root / "params" / f"{profile_path}.yaml").exists():
+        profile_path = root / "params" / f"{profile_path}.yaml"
+    profile = load_profile(profile_path)
+    names = select_notebooks(notebook_names(), only)
+    pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
+    paths = run_paths(profile["name"], root)
+    run_dir = paths["run_dir"]
+    published = profile["name"] in publish.PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1"
+    with run_lock(run_dir):
+        for p in paths.values():
+            p.mkdir(parents=True, exist_ok=True)
+        save_json(profile, run_dir / "profile.json")
+        rows: list[dict[str, Any]] = []
+        for name in names:
+            if name not in pick:
+                print(f"[qrlib] {name}: fresh, skipped", flush=True)
+                rows.append({"notebook": name, "status": "skipped"})
+                continue
+            declared = notebook_parameters(name)
+            params = parameters_for(profile, name, declared, root)
+            static = freshness.static_inputs(name, params, root)
+            dirty = _dirty_inputs(profile_path, static, root)
+            if dirty and published and not allow_dirty:
+                raise QrlibError(
+                    f"{name}: refusing to publish into tables/{profile['name']} from a tree with "
+                    f"uncommitted changes to what it depends on ({', '.join(dirty[:5])}"
+                    f"{', ...' if len(dirty) > 5 else ''}); commit them or pass --allow-dirty")
+            marker = run_dir / "done" / f"{name}.json"
+            marker.unlink(missing_ok=True)
+            out_nb = run_dir / "notebooks" / f"{name}.ipynb"
+            partial_nb = out_nb.with_name(f"INCOMPLETE-{out_nb.name}")
+            out_nb.parent.mkdir(parents=True, exist_ok=True)
+            out_nb.unlink(missing_ok=True)  # an older complete copy no longer matches
+            log = run_dir / "reads" / f"{name}.log"
+            log.unlink(missing_ok=True)
+            watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
+                     (root / "params").resolve()]
+            info = {**publish.commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
+            print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
+            start = time.perf_counter()
+            started = time.time()
+            status, error = "ok", ""
+            env = {"QRLIB_READ_LOG": str(log.resolve()),
+                   "QRLIB_READ_WATCH": os.pathsep.join(map(str, watch))}
+            old_env = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            with _PeakMemory() as mem, published_outputs_guard(
+                    name, [paths["tables_dir"], paths["figures_dir"]]) as guard:
+                try:
+                    executed = pm.execute_notebook(
+                        _with_incomplete_banner(profiles.NOTEBOOK_DIR / f"{name}.ipynb"),
+                        str(partial_nb), parameters=params, kernel_name=kernel,
+                        cwd=str(profiles.NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
+                except pm.PapermillExecutionError as exc:
+                    status, error = "failed", _failed_cell(exc)
+                except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
+                    reason = " ".join(str(exc).split())[:200] or "no message"
+                    status, error = "failed", f"the kernel failed ({type(exc).__name__}: {reason})"
+                finally:
+                    for k, v in old_env.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+                if status != "ok":  # a failed notebook publishes nothing
+                    changed = guard.restore()
+                    if changed:
+                        print(f"[qrlib] {name}: failed; {changed} published table/figure "
+                              f"file(s) put back as they were", flush=True)
+            wall = time.perf_counter() - start
+            row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
+                   "peak_rss_mb": round(mem.peak / 2**20),
+                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            if status == "ok":
+                try:
+                    reads = classify_reads(name, readlog.read_log(log), run_dir, watch, root)
+                except QrlibError as exc:
+                    status, error = "failed", str(exc)
+                    row["status"] = status
+            _append_timing(run_dir / "timings.csv", row)
+            rows.append(row)
+            if status != "ok":
+                _print_summary(rows)
+                raise QrlibError(f"notebook {name} failed: {error} (executed copy: "
+                                 f"{partial_nb})")
+            manifest = freshness.load_manifest(profile["name"], root)
+            inputs = {**static, "data": freshness.data_inputs(reads["data"], root,
+                                                              params.get("data_dir")),
+                      "upstream": {u: (manifest.get(u) or {}).get("fingerprint")
+                                   for u in freshness.declared_reads(name, root)}}
+            fp = freshness.fingerprint(inputs)
+            row["fingerprint"] = fp
+            outputs = publish.stamp_outputs(name, profile["name"], paths, since=started, info=info,
+                                    fingerprint=fp, root=root)
+            _save_complete(executed, out_nb, profiles.NOTEBOOK_DIR / f"{name}.ipynb")
+            partial_nb.unlink(missing_ok=True)
+            entry = {"fingerprint": fp, "commit": info["commit"], "dirty": info["dirty"],
+                     "allow_dirty": bool(dirty and allow_dirty), "wall_s": row["wall_s"],
+                     "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
+                     "outputs": outputs, "inputs": inputs}
+            freshness.save_manifest_entry(profile["name"], name, entry, root)
+            save_json({**row, "hash": fp}, marker)
+        _print_summary(rows)
+        after_run(profile["name"], rows, root=root)  # timings; cpu: executed notebooks, RESULTS.md
+    return rows
+
+
+RUNNER_FILES = ("done", "notebooks", "reads", "timings.csv", "profile.json", LOCK_NAME)
+SHARED_DIRS = ("rl", "records")  # one sub-folder or file per notebook or training run
+
+
+def _artifact_key(rel: Path) -> tuple[str, ...]:
+    """What one notebook owns under the run folder: ``rl/<run>``, ``records/<file>``, or
+    the top-level file or folder."""
+    return tuple(rel.parts[:2] if rel.parts and rel.parts[0] in SHARED_DIRS else rel.parts[:1])
+
+
+def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
+                   watch: list[Path], root: Path) -> dict[str, list[str]]:
+    """Sort a notebook's read log into dataset folders, profile files and artifacts.
+
+    A file under the run folder that an earlier notebook wrote (per its read log) is that
+    notebook's artifact, and reading it is an error unless the source header declares it
+    (``jupyter: qrlib: reads``). Returns ``{"data": [...], "artifacts": [...]}`` with
+    repository-relative dataset folders and profile files.
+    """
+    run_dir = run_dir.resolve()
+    producers: dict[str, str] = {}
+    for other in sorted((run_dir / "reads").glob("*.log")):
+        if other.stem < name:
+            for mode, p in readlog.read_log(other):
+                if mode == "w":
+                    producers[p] = other.stem
+    by_key = {_artifact_key(Path(q).relative_to(run_dir)): n for q, n in producers.items()
+              if Path(q).is_relative_to(run_dir)}
+    own = {p for mode, p in log if mode == "w"}
+    declared = set(freshness.declared_reads(name, root))
+    data: set[str] = set()
+    artifacts: set[str] = set()
+    params_dir = (root / "params").resolve()
+    for mode, p in log:
+        path = Path(p)
+        if mode != "r" or p in own:
+            continue
+        if path.is_relative_to(run_dir):
+            rel = path.relative_to(run_dir)
+            if rel.parts and rel.parts[0] in RUNNER_FILES:
+                continue
+            producer = producers.get(p) or by_key.get(_artifact_key(rel))
+            if producer is None or producer == name:
+                continue  # left by an older run of this notebook, or not an artifact
+            if producer not in declared:
+                raise QrlibError(
+                    f"{name} read {rel}, an artifact of {producer}, but its source header does "
+                    f"not declare it; add {producer} to `jupyter: qrlib: reads` in "
+                    f"notebooks/src/{name}.py")
+            artifacts.add(str(rel))
+        elif path.is_relative_to(params_dir):
+            data.add(os.path.relpath(path, root))
+        else:
+            for w in watch:
+                if path.is_relative_to(w) and w != run_dir and len(path.relative_to(w).parts) > 1:
+                    data.add(path.relative_to(w).parts[0])  # a dataset folder, by name
+                    break
+    return {"data": sorted(data), "artifacts": sorted(artifacts)}
+
+
+INCOMPLETE_CELL_ID = "qrlib-incomplete"
+READLOG_CELL_ID = "qrlib-read-log"
+
+
+def _with_incomplete_banner(path: Path) -> Any:
+    """The notebook at ``path`` behind a first cell saying this copy is incomplete.
+
+    Papermill saves the executed copy after every cell, so a copy left by a kill or a
+    failure says so itself (and is named ``INCOMPLETE-...``); the runner drops the cell once
+    the notebook has run to its end.
+    """
+    import nbformat  # deferred: heavy (jsonschema), needed only around a notebook run
+
+    nb = nbformat.read(path, as_version=4)
+    cell = nbformat.v4.new_markdown_cell(
+        "**INCOMPLETE** — this executed copy was saved while the notebook ran; it stopped "
+        "before the end (killed, interrupted or failed). Its results are not complete: run "
+        "`python -m qrlib run` again.")
+    cell.id = INCOMPLETE_CELL_ID
+    cell.metadata["qrlib"] = "incomplete-banner"
+    hook = nbformat.v4.new_code_cell("import qrlib.core.readlog\nqrlib.core.readlog.start()")
+    hook.id = READLOG_CELL_ID
+    hook.metadata["qrlib"] = "read-log"
+    hook.metadata["tags"] = ["qrlib-read-log"]
+    nb.cells[:0] = [cell, hook]
+    nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": False}
+    return nb
+
+
+def _save_complete(nb: Any, path: Path, source: Path) -> None:
+    """Write the executed notebook without the incomplete banner, atomically."""
+    import nbformat  # deferred, as in _with_incomplete_banner
+
+    pm_meta = nb.metadata.get("papermill", {})
+    if "input_path" in pm_meta:  # papermill recorded the bannered notebook object itself
+        pm_meta["input_path"], pm_meta["output_path"] = notebook_relpath(source), notebook_relpath(path)
+    nb.cells = [c for c in nb.cells if c.get("id") not in (INCOMPLETE_CELL_ID, READLOG_CELL_ID)
+                and c.get("metadata", {}).get("qrlib") not in ("incomplete-banner", "read-log")]
+    nb.metadata["qrlib"] = {**nb.metadata.get("qrlib", {}), "complete": True}
+    atomic_write(path, nbformat.writes(nb))
+
+
+def _append_timing(path: Path, row: Mapping[str, Any]) -> None:
+    import pandas as pd  # deferred: heavy, needed once per notebook run
+
+    cols = ["notebook", "status", "wall_s", "peak_rss_mb", "hash", "finished"]
+    new = pd.DataFrame([{c: row.get(c) for c in cols}])
+    if path.exists():
+        new = pd.concat([pd.read_csv(path), new], ignore_index=True)
+    atomic_write(path, new.to_csv(index=False))
+
+
+def _print_summary(rows: list[dict[str, Any]]) -> None:
+    print("\n[qrlib] notebook                      status    wall_s  peak_MB", flush=True)
+    total = 0.0
+    for r in rows:
+        wall = float(r.get("wall_s") or 0)
+        total += wall if r.get("status") == "ok" else 0
+        print(f"[qrlib] {r['notebook']:<29} {r['status']:<8} {wall:8.1f} "
+              f"{int(r.get('peak_rss_mb') or 0):8d}", flush=True)
+    print(f"[qrlib] total wall time of executed notebooks: {total / 60:.1f} min", flush=True)
+
+
+# --------------------------------------------------------------------------- after the run
+def after_run(profile: str, rows: list[dict[str, Any]], *, root: Path | None = None) -> None:
+    """Hook at the end of :func:`run_profile` (never fails the run): the timing table for
+    every profile; for the published profiles the executed notebooks
+    (:func:`qrlib.workbook.publish.publish_notebooks`); for the results profile RESULTS.md
+    (:func:`qrlib.workbook.results.write_results`)."""
+    root = Path(root or profiles.REPO_ROOT)
+    try:
+        publish.timing_table(profile, root=root)
+        if profile in publish.PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1":
+            ran = [r["notebook"] for r in rows if r.get("status") == "ok"]
+            for p in publish.publish_notebooks(profile, root=root, names=ran):
+                print(f"[qrlib] published {p.relative_to(root)}", flush=True)
+        if profile == publish.RESULTS_PROFILE and (root / "tables" / profile).exists():
+            path = results.write_results(profile, root=root)
+            print(f"[qrlib] wrote {path.relative_to(root)}", flush=True)
+    except Exception as exc:  # noqa: BLE001 - publishing must not lose an hour of results
+        print(f"[qrlib] publishing the {profile} run failed ({type(exc).__name__}: {exc}); "
+              f"the run itself is complete under runs/{profile}", flush=True)
