@@ -674,6 +674,14 @@ def readme_timing(d: Doc) -> str:
     if stale:
         text += (f" Stale or never run at HEAD, so not counted: {', '.join(stale)} "
                  f"(`python -m qrlib status --profile {d.profile}` says why).")
+        t = d.t("run_timings")
+        ran = t[t["notebook"].isin(stale)]
+        if len(ran):
+            text += (f" Their last runs (each at its own commit) took "
+                     f"**{float(ran['wall_s'].sum()) / 60:.1f} min** more for the "
+                     f"{len(ran)} of them that ran")
+            never = [n for n in stale if n not in set(ran["notebook"])]
+            text += (f"; never run: {', '.join(never)}." if never else ".")
     return text
 
 
