@@ -94,7 +94,6 @@ from qrlib.generation import engine
 from qrlib import plots
 from qrlib.generation import policy, prompts
 from qrlib.retrieval import retrievers as retrieval
-from qrlib.data import rows as qrows
 from qrlib.methods.acqo.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
 from qrlib.methods.bandits.decompose import heuristic_split
 from qrlib.eval.record import Recorder
@@ -124,14 +123,11 @@ print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}"
 # cut to the judged paragraphs of the chosen questions plus `n_distractors` others.
 
 # %%
-TRAIN_ROWS, CORPUS, QRELS = [], {}, {}
-for name in train_datasets:
-    ds = qdata.load_dataset(name, "train", data_dir=data_dir)
-    ds = qdata.subset(ds, n_queries=n_train_queries, n_distractors=n_distractors, seed=seed)
-    TRAIN_ROWS += qrows.rows_from_dataset(ds)
-    CORPUS.update(ds.corpus)
-    QRELS.update(ds.qrels)
-    print(f"{name}: {len(ds.queries)} training questions, {len(ds.corpus)} paragraphs")
+TRAIN_ROWS, CORPUS, QRELS, SIZES = qdata.pooled_subsets(
+    train_datasets, "train", n_queries=n_train_queries, n_distractors=n_distractors, seed=seed,
+    data_dir=data_dir)
+for name, (nq, nd) in SIZES.items():
+    print(f"{name}: {nq} training questions, {nd} paragraphs")
 print(f"pooled: {len(TRAIN_ROWS)} questions, {len(CORPUS)} paragraphs")
 template = prompts.get(prompt)
 print(f"--- prompt {prompt} ({template.source})")

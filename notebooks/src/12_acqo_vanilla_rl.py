@@ -130,13 +130,9 @@ STAGES
 # took per retriever, read from 07's stage table (`train_steps` overrides it).
 
 # %%
-TRAIN_ROWS, CORPUS, QRELS = [], {}, {}
-for name in train_datasets:
-    ds = qdata.subset(qdata.load_dataset(name, "train", data_dir=data_dir),
-                      n_queries=n_train_queries, n_distractors=n_distractors, seed=seed)
-    TRAIN_ROWS += qrows.rows_from_dataset(ds)
-    CORPUS.update(ds.corpus)
-    QRELS.update(ds.qrels)
+TRAIN_ROWS, CORPUS, QRELS, SIZES = qdata.pooled_subsets(
+    train_datasets, "train", n_queries=n_train_queries, n_distractors=n_distractors, seed=seed,
+    data_dir=data_dir)
 print(f"{len(TRAIN_ROWS)} training questions, {len(CORPUS)} paragraphs")
 BUDGET = {}
 for kind in retrievers:

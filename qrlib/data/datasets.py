@@ -36,6 +36,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import REPO_ROOT, atomic_path, atomic_write
 from qrlib.data import loaders
 from qrlib.data.collection import Dataset, doc_text
+from qrlib.data.rows import rows_from_dataset
 from qrlib.data.sql import query_rows
 
 
@@ -695,3 +696,25 @@ def load_spider(data_dir: str | os.PathLike | None = None, *, split: str = "dev"
             "missing_databases": sorted(set(db_ids) - present)}
     return SpiderData(examples, {d: schemas[d] for d in db_ids if d in schemas},
                       {d: p for d, p in db_paths.items() if d in present}, skipped, meta)
+
+
+def pooled_subsets(names: Sequence[str], split: str, *, n_queries: int | None,
+                   n_distractors: int | None, seed: int = 0,
+                   data_dir: str | os.PathLike | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str, tuple[int, int]]]:
+    """The :func:`subset` of each dataset's ``split``, pooled: rows
+    (:func:`qrlib.data.rows.rows_from_dataset`), one corpus, one qrels, and per dataset
+    (questions, documents). The same call with the same seed rebuilds the same pool, which
+    is how a notebook retrains on another notebook's questions (ACQO 06 and 12)."""
+    rows: list[dict[str, Any]] = []
+    corpus: dict[str, Any] = {}
+    qrels: dict[str, Any] = {}
+    sizes: dict[str, tuple[int, int]] = {}
+    for name in names:
+        ds = subset(load_dataset(name, split, data_dir=data_dir), n_queries=n_queries,
+                    n_distractors=n_distractors, seed=seed)
+        rows += rows_from_dataset(ds)
+        corpus.update(ds.corpus)
+        qrels.update(ds.qrels)
+        sizes[name] = (len(ds.queries), len(ds.corpus))
+    return rows, corpus, qrels, sizes
