@@ -139,3 +139,20 @@ def test_stamps_replace_older_stamps(tmp_path):
     assert list(read_table(paths["csv"])["a"]) == [1, 2]
     md = paths["md"].read_text()
     assert md.count("`qrlib:") == 1 and "fingerprint bbb" in md and "cap" in md
+
+
+def test_reasons_for_committed_documents_do_not_depend_on_git_state(monkeypatch):
+    """RESULTS.md is committed: its text must be the same on a dirty and a clean clone
+    (CI failed once because a file uncommitted at generation time was marked so)."""
+    profile = wb.load_profile(CPU)
+    manifest = _fresh_manifest(profile)
+    real = F.file_hash
+    monkeypatch.setattr(F, "file_hash",
+                        lambda p: "edited" if p.name == "bandits.py" else real(p))
+    monkeypatch.setattr(F, "uncommitted", lambda paths, root: set(paths))
+    name = "09_bandit_selection"
+    params = wb.parameters_for(profile, name, wb.notebook_parameters(name))
+    noted = F.notebook_status(name, params, manifest, {})
+    plain = F.notebook_status(name, params, manifest, {}, note_uncommitted=False)
+    assert noted.reasons[0].endswith("changed (uncommitted)")
+    assert plain.reasons[0] == "qrlib/methods/bandits/bandits.py changed"

@@ -263,8 +263,12 @@ def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 def notebook_status(name: str, params: Mapping[str, Any], manifest: Mapping[str, Any],
-                    upstream_state: Mapping[str, Status], root: Path = REPO_ROOT) -> Status:
-    """Compare what ``name`` depends on now (working tree) with its manifest entry."""
+                    upstream_state: Mapping[str, Status], root: Path = REPO_ROOT,
+                    note_uncommitted: bool = True) -> Status:
+    """Compare what ``name`` depends on now (working tree) with its manifest entry.
+
+    ``note_uncommitted`` asks git which changed files are uncommitted, for the reason text;
+    committed documents (RESULTS.md) pass False so their text depends on file contents only."""
     entry = manifest.get(name)
     if not entry:
         return Status(name, "never run")
@@ -276,7 +280,7 @@ def notebook_status(name: str, params: Mapping[str, Any], manifest: Mapping[str,
     reasons: list[str] = []
     files = _changed_keys(old.get("source", {}), now["source"])
     files += _changed_keys(old.get("modules", {}), now["modules"])
-    dirty = uncommitted(files, root)
+    dirty = uncommitted(files, root) if note_uncommitted else set()
     for f in files:
         verb = ("no longer imported" if f not in now["modules"] and f not in now["source"]
                 else "newly imported" if f not in old.get("modules", {}) and f.startswith(PACKAGE)
@@ -316,12 +320,14 @@ def published_entries(profile: str, root: Path = REPO_ROOT) -> dict[str, Any]:
     return {**legacy_entries(profile, root), **load_manifest(profile, root)}
 
 
-def profile_status(profile_path: str | os.PathLike, root: Path = REPO_ROOT) -> list[Status]:
-    """Freshness of every notebook of a profile, in run order."""
+def profile_status(profile_path: str | os.PathLike, root: Path = REPO_ROOT,
+                   note_uncommitted: bool = True) -> list[Status]:
+    """Freshness of every notebook of a profile, in run order (``note_uncommitted``: see
+    :func:`notebook_status`)."""
     profile = load_profile(profile_path)
     manifest = published_entries(profile["name"], root)
     out: dict[str, Status] = {}
     for name in notebook_names():
         params = parameters_for(profile, name, notebook_parameters(name), root)
-        out[name] = notebook_status(name, params, manifest, out, root)
+        out[name] = notebook_status(name, params, manifest, out, root, note_uncommitted)
     return list(out.values())

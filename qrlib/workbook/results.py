@@ -784,7 +784,7 @@ def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]
                          f"`python -m qrlib run params/{profile}.yaml` first")
     prof_path = d.root / "params" / f"{profile}.yaml"
     if prof_path.exists():
-        d.status = {s.notebook: s for s in profile_status(prof_path, d.root)}
+        d.status = {s.notebook: s for s in profile_status(prof_path, d.root, note_uncommitted=False)}
     out = [_intro(d)]
     for name, fn in SECTIONS:
         try:
