@@ -195,14 +195,14 @@ def test_07_every_row_states_its_training_scale(smoke_run):
 def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
     """Issue 24 item 4: the single-query baseline trains for the smoke budget (1 step, set
     in the profile), states its scale from its log, and its table carries 07's raw and ACQO
-    rows unchanged; the paired differences agree with the two rows' means."""
+    rows unchanged; its comparisons follow the one schema (issue 25) and agree with the
+    rows' means."""
+    from qrlib.eval.compare import check_comparisons, select
     from qrlib.eval.scale import missing_scale
 
     _, _, paths = smoke_run
     r = rec["12_acqo_vanilla_rl"]
     assert r["2wikimultihopqa-mini.bm25.vanilla.rl_steps"] == 1
-    d, lo, hi = r["2wikimultihopqa-mini.bm25.vanilla.delta_vs_raw"]
-    assert lo <= d + 1e-12 and d <= hi + 1e-12
     res = read_table(paths["tables_dir"] / "12_vanilla_results.csv").set_index("model")
     assert not missing_scale(res.columns)
     theirs = read_table(paths["tables_dir"] / "07_acqo_results.csv")
@@ -211,11 +211,17 @@ def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
         assert res.loc[label, "nDCG@10"] == pytest.approx(theirs.loc[label, "nDCG@10"], abs=1e-4)
     van = res.loc["vanilla RL (bm25-trained, one query)"]
     assert van["RL steps"] == 1 and van["SFT steps"] == 0 and van["test queries"] == 4
-    assert van["nDCG@10"] - res.loc["raw question", "nDCG@10"] == pytest.approx(
-        van["ΔnDCG@10 vs raw"], abs=1e-4)
-    vs = read_table(paths["tables_dir"] / "12_vanilla_vs_rows.csv").set_index(["row", "minus"])
-    acqo = vs.loc[("ACQO: Stage I+II (bm25-trained)", "vanilla RL")]
-    assert acqo["ΔnDCG@10"] == pytest.approx(
+    assert r["2wikimultihopqa-mini.bm25.vanilla.ndcg10"] == pytest.approx(van["nDCG@10"], abs=1e-4)
+    cmp = check_comparisons(read_table(paths["tables_dir"] / "12_comparisons.csv"), "12")
+    vs_raw = select(cmp, kind="trained", **{"baseline kind": "baseline"}).iloc[0]
+    assert vs_raw.method == "vanilla RL (bm25-trained, one query)"
+    assert vs_raw.lo <= vs_raw["diff"] + 1e-12 and vs_raw["diff"] <= vs_raw.hi + 1e-12
+    assert vs_raw["diff"] == pytest.approx(van["nDCG@10"] - res.loc["raw question", "nDCG@10"],
+                                           abs=1e-4)
+    assert vs_raw["RL steps"] == 1 and vs_raw["test queries"] == 4
+    acqo = select(cmp, method="ACQO: Stage I+II (bm25-trained)").iloc[0]
+    assert acqo.baseline == van.name and acqo["RL steps"] == 3
+    assert acqo["diff"] == pytest.approx(
         res.loc["ACQO: Stage I+II (bm25-trained)", "nDCG@10"] - van["nDCG@10"], abs=1e-4)
 
 

@@ -93,7 +93,7 @@ from qrlib.rl.env import RewardEnv
 from qrlib.core.errors import QrlibError
 from qrlib.eval.record import Recorder
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
-from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.rl.train import load_config, train
 
 plots.setup()
@@ -105,6 +105,11 @@ run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables
 out_dir = run_dir / "12_acqo_vanilla_rl"
 out_dir.mkdir(parents=True, exist_ok=True)
 record = Recorder(run_dir, "12_acqo_vanilla_rl")  # key numbers, read back by the smoke tests
+
+
+def vanilla_label(kind):
+    """The vanilla model's row label, per retriever."""
+    return f"vanilla RL ({kind}-trained, one query)"
 
 
 def published(name):
@@ -259,23 +264,18 @@ save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "rewrite
 # %% [markdown]
 # ## 5. Vanilla RL in ACQO Table 3's columns, next to 07's rows
 #
-# Each row's nDCG@10 minus the raw question's, 95 % paired bootstrap over the test
-# questions; 07's rows (raw, untrained single query, ACQO Stage I + II) are copied from its
-# published table with their training scale.
+# Retrieval metrics of the vanilla model on the test questions, beside 07's rows (raw,
+# rule split, untrained single query, ACQO Stage I + II) copied from its published table
+# with their training scale.
 
 # %%
 rows = []
 for (name, kind, label), pq in PER_Q.items():
-    if label != "vanilla RL":
-        continue
-    raw = PER_Q[name, kind, "raw question"].set_index("query_id")["nDCG@10"]
-    bs = paired_bootstrap(pq.set_index("query_id")["nDCG@10"].to_dict(), raw.to_dict(),
-                          n=bootstrap, seed=seed)
-    rows.append({"dataset": name, "retriever": kind, "model": f"vanilla RL ({kind}-trained, one query)",
-                 **{metrics.label(m): pq[m].mean() for m in MEASURES},
-                 "sub-queries": pq["n_sub"].mean(), "ΔnDCG@10 vs raw": bs["diff"],
-                 "lo": bs["lo"], "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
-                 **scale_columns(model, [LOGS[kind]], test_queries=bs["n_queries"])})
+    if label == "vanilla RL":
+        rows.append({"dataset": name, "retriever": kind, "model": vanilla_label(kind),
+                     **{metrics.label(m): pq[m].mean() for m in MEASURES},
+                     "sub-queries": pq["n_sub"].mean(),
+                     **scale_columns(model, [LOGS[kind]], test_queries=len(pq))})
 VANILLA = pd.DataFrame(rows)
 keep = ACQO_RESULTS.model.str.startswith(("raw question", "untrained [no-decompose]", "rule:",
                                           "ACQO: Stage I+II"))
@@ -283,22 +283,20 @@ THEIRS = ACQO_RESULTS[keep & ACQO_RESULTS.dataset.isin(test_datasets)
                       & ACQO_RESULTS.retriever.isin(retrievers)]
 RESULTS = pd.concat([THEIRS[[c for c in VANILLA.columns if c in THEIRS.columns]], VANILLA],
                     ignore_index=True)
-for _, r in VANILLA.iterrows():
-    key = f"{r.dataset}.{r.retriever}.vanilla"
-    record(f"{key}.ndcg10", r["nDCG@10"])
-    record(f"{key}.delta_vs_raw", [r["ΔnDCG@10 vs raw"], r.lo, r.hi])
-    record(f"{key}.rl_steps", r["RL steps"])
 save_table(RESULTS.round(4), "12_vanilla_results", tables_dir,
            caption="Vanilla RL (one query, nDCG@10 reward) at ACQO's step budget next to 07's "
-                   "rows, test questions; ΔnDCG@10 vs the raw question with a 95% paired "
-                   f"bootstrap; training scale ({', '.join(SCALE_COLUMNS)}) from the runs' logs")
+                   f"rows, test questions; training scale ({', '.join(SCALE_COLUMNS)}) from "
+                   "the runs' logs")
 RESULTS.round(3)
 
 # %% [markdown]
-# ### ACQO against vanilla RL, question by question
+# ### Paired comparisons, question by question
 #
-# The question ACQO Table 5 answers: ACQO (Stage I + II) minus vanilla RL, and each
-# against the untrained single-query model, paired on the same test questions.
+# Every comparison is a row of the workbook's one comparison schema
+# (`qrlib.eval.compare`): the per-question difference in nDCG@10, its mean and 95 %
+# paired-bootstrap interval over the test questions, and the training scale behind the
+# method. Vanilla RL against the raw question, the untrained single query and the rule
+# split; and the question ACQO Table 5 answers, ACQO (Stage I + II) minus vanilla RL.
 
 # %%
 rows = []
@@ -307,23 +305,37 @@ for (name, kind, label), pq in PER_Q.items():
         continue
     cols = ACQO_PER_Q[(ACQO_PER_Q.dataset == name) & (ACQO_PER_Q.retriever == kind)]
     cols = cols.set_index(cols.query_id.astype(str)).drop(columns=["dataset", "retriever", "query_id"])
-    cols["vanilla RL"] = pq.set_index(pq.query_id.astype(str))["nDCG@10"]
+    van = vanilla_label(kind)
+    cols[van] = pq.set_index(pq.query_id.astype(str))["nDCG@10"]
+    scale = scale_columns(model, [LOGS[kind]], test_queries=len(pq))
+    acqo = f"ACQO: Stage I+II ({kind}-trained)"
     rule = next((c for c in cols.columns if c.startswith("rule:")), None)
-    for a, b in ((f"ACQO: Stage I+II ({kind}-trained)", "vanilla RL"),
-                 ("vanilla RL", "untrained [no-decompose]"), ("vanilla RL", rule)):
-        if a not in cols or b not in cols:  # a row 07 did not evaluate in this profile
+    pairs = [(van, "trained", scale, "raw question", "baseline"),
+             (van, "trained", scale, "untrained [no-decompose]", "untrained"),
+             (van, "trained", scale, rule, "model-free")]
+    if acqo in cols:  # ACQO's scale as 07 published it
+        acqo_scale = THEIRS[(THEIRS.model == acqo) & (THEIRS.dataset == name)].iloc[0]
+        pairs.append((acqo, "trained", acqo_scale[list(SCALE_COLUMNS)].to_dict(), van, "trained"))
+    for method, mkind, mscale, base, bkind in pairs:
+        if base not in cols:  # a row 07 did not evaluate in this profile
             continue
-        bs = paired_bootstrap(cols[a].to_dict(), cols[b].to_dict(), n=bootstrap, seed=seed)
-        rows.append({"dataset": name, "retriever": kind, "row": a, "minus": b,
-                     "ΔnDCG@10": bs["diff"], "lo": bs["lo"], "hi": bs["hi"],
-                     "interval": fmt_interval(bs), "questions": bs["n_queries"]})
-VERSUS = pd.DataFrame(rows)
-for _, r in VERSUS.iterrows():
-    record(f"{r.dataset}.{r.retriever}.{r.row} minus {r.minus}", [r["ΔnDCG@10"], r.lo, r.hi])
-save_table(VERSUS.round(4), "12_vanilla_vs_rows", tables_dir,
-           caption="Paired differences in nDCG@10 (95% bootstrap): ACQO minus vanilla RL, and "
-                   "vanilla RL minus the untrained single query and the rule split")
-VERSUS
+        rows.append(compare(cols[method].to_dict(), cols[base].to_dict(), paper="acqo",
+                            dataset=name, retriever=kind, metric="nDCG@10", method=method,
+                            kind=mkind, baseline=base, baseline_kind=bkind, scale=mscale,
+                            resamples=bootstrap, seed=seed))
+COMPARISONS = comparison_table(rows)
+for _, r in COMPARISONS.iterrows():
+    record(f"{r.dataset}.{r.retriever}.{r.method} minus {r.baseline}", [r["diff"], r.lo, r.hi])
+    if r.kind == "trained" and r["baseline kind"] == "baseline":
+        record(f"{r.dataset}.{r.retriever}.vanilla.ndcg10", r.score)
+        record(f"{r.dataset}.{r.retriever}.vanilla.rl_steps", r["RL steps"])
+save_table(COMPARISONS.round(4), "12_comparisons", tables_dir,
+           caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
+                   "the test questions; the qrlib.eval.compare schema): vanilla RL against the "
+                   "raw question, the untrained single query and the rule split; ACQO minus "
+                   "vanilla RL")
+COMPARISONS[["method", "baseline", "score", "baseline score", "diff", "lo", "hi", "wins",
+             "losses", "RL steps", "train queries", "test queries"]].round(3)
 
 # %% [markdown]
 # ## 6. Examples
@@ -339,17 +351,12 @@ pd.DataFrame(ex)
 # %% [markdown]
 # ## What we found
 #
-# Read from `12_vanilla_results` and `12_vanilla_vs_rows` of this run:
+# Read from `12_comparisons` and `12_vanilla_results` of this run:
 
 # %%
+for _, r in COMPARISONS.iterrows():
+    print(describe(r))
 for _, r in VANILLA.iterrows():
-    print(f"{r.dataset}, {r.retriever}: vanilla RL nDCG@10 {r['nDCG@10']:.3f} "
-          f"(Δ vs raw {r['ΔnDCG@10 vs raw']:+.3f}, 95% CI [{r.lo:+.3f}, {r.hi:+.3f}]) -> it "
-          f"{verdict(r.lo, r.hi)} the raw question; {r['sub-queries']:.2f} queries per "
-          f"question; {int(r['RL steps'])} RL steps, {int(r['train queries'])} distinct "
-          f"questions, {int(r['rollouts'])} rollouts, {r['train min']:.0f} min, "
-          f"{int(r['test queries'])} test questions.")
-    if plumbing_note(r["RL steps"]):
-        print(f"   ({plumbing_note(r['RL steps'])[2:]})")
-for _, r in VERSUS.iterrows():
-    print(f"   {r.row} minus {r.minus}: {r.interval}")
+    print(f"{r.dataset}, {r.retriever}: vanilla RL writes {r['sub-queries']:.2f} queries per "
+          f"question (nDCG@10 {r['nDCG@10']:.3f})"
+          + (f"; {plumbing_note(r['RL steps'])[2:]}" if plumbing_note(r["RL steps"]) else ""))

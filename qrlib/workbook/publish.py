@@ -269,6 +269,38 @@ def write_index(dest: Path, profile: str) -> Path:
     return atomic_write(dest / "README.md", "\n".join(lines) + "\n")
 
 
+REUSE_LINE = re.compile(r"\[qrlib\.rl\.train\] (?:\S*/)?([^/\s]+) already trained to step (\d+)"
+                        r"|\[qrlib\.rl\.train\] resuming from checkpoint-(\d+)")
+
+
+def reused_trainings(nb: Any) -> list[str]:
+    """The trainings an executed notebook did not run itself, read from the trainer's own
+    lines in its outputs: ``"acqo-stage1-bm25 (finished, step 100)"`` for a run found
+    complete in the run folder, ``"resumed at step 40"`` for one continued from a
+    checkpoint. Its wall time then understates a run from scratch."""
+    found = []
+    for cell in getattr(nb, "cells", None) or nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            text = out.get("text", "")
+            text = "".join(text) if isinstance(text, list) else str(text)
+            for m in REUSE_LINE.finditer(text):
+                found.append(f"{m.group(1)} (finished, step {m.group(2)})" if m.group(1)
+                             else f"resumed at step {m.group(3)}")
+    return list(dict.fromkeys(found))
+
+
+def cold_run(entry: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """``cold_wall_s``/``cold_commit`` for a manifest entry: its own wall time when it
+    trained everything itself, else the last such run's, carried over from ``previous``
+    (the entry it replaces); empty when no run from scratch is on record."""
+    if not entry.get("reused_training"):
+        return {"cold_wall_s": entry.get("wall_s"), "cold_commit": entry.get("commit")}
+    previous = previous or {}
+    if previous.get("wall_s") and not previous.get("reused_training"):
+        return {"cold_wall_s": previous["wall_s"], "cold_commit": previous.get("commit")}
+    return {k: previous[k] for k in ("cold_wall_s", "cold_commit") if previous.get(k)}
+
+
 def timing_table(profile: str, *, root: Path | None = None) -> Any:
     """Wall time and peak memory of each notebook's last run, from the profile's manifest
     (each row from its own run, with its commit), saved as ``tables/<profile>/run_timings``;
@@ -281,10 +313,17 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
         return None
     t = pd.DataFrame([{"notebook": n, "wall_s": e.get("wall_s"), "peak_rss_mb": e.get("peak_rss_mb"),
                        "finished": e.get("finished"), "commit": e.get("commit"),
-                       "fingerprint": e.get("fingerprint")} for n, e in sorted(manifest.items())])
+                       "fingerprint": e.get("fingerprint"),
+                       "reused training": "; ".join(e.get("reused_training") or []),
+                       "cold wall_s": e.get("cold_wall_s", e.get("wall_s")),
+                       "cold commit": e.get("cold_commit", e.get("commit"))}
+                      for n, e in sorted(manifest.items())])
     t["wall_min"] = t["wall_s"] / 60
     save_table(t, "run_timings", root / "tables" / profile, floatfmt=".1f",
                caption=f"Wall time and peak memory (process + kernel) of the last run of each "
-                       f"notebook, from tables/{profile}/manifest.json; `python -m qrlib status "
+                       f"notebook, from tables/{profile}/manifest.json; a run that found a "
+                       f"training already done in runs/ names it under 'reused training', and "
+                       f"'cold wall_s' is the last run that trained everything itself; "
+                       f"`python -m qrlib status "
                        f"--profile {profile}` tells which are fresh [profile: {profile}]")
     return t

@@ -22,6 +22,7 @@ from typing import Any
 
 from qrlib.core.io import REPO_ROOT, atomic_write, read_table
 from qrlib.core.errors import QrlibError
+from qrlib.eval.compare import check_comparisons, select
 from qrlib.eval.stats import verdict
 from qrlib.workbook.freshness import profile_status
 from qrlib.workbook.profiles import load_profile
@@ -496,21 +497,18 @@ def _acqo(d: Doc) -> str:
              + (" and `07_vs_paper_table3.md` sets HotpotQA next to the paper."
                 if d.has("07_vs_paper_table3") else
                 "; HotpotQA, the setting of ACQO Table 3, is evaluated in `cpu-long`."))
-    if d.has("12_vanilla_results"):  # ACQO Table 5's single-query baseline, notebook 12
-        van = d.t("12_vanilla_results")
-        van = van[van.model.str.startswith("vanilla RL")]
-        vs = d.t("12_vanilla_vs_rows") if d.has("12_vanilla_vs_rows") else None
-        for _, r in van.iterrows():
+    if d.has("12_comparisons"):  # ACQO Table 5's single-query baseline, notebook 12
+        cmp = check_comparisons(d.t("12_comparisons"), "12_comparisons")
+        for _, r in select(cmp, kind="trained", **{"baseline kind": "baseline"}).iterrows():
             tail += (f"\n\nThe single-query baseline at ACQO's budget (notebook 12, "
-                     f"{_cite('12_vanilla_results', '12_vanilla_vs_rows')}): {r.model} on "
-                     f"{r.dataset} / {r.retriever}, nDCG@10 {d.n(r['nDCG@10'])}, Δ vs raw "
-                     f"{d.interval(r['ΔnDCG@10 vs raw'], r.lo, r.hi)} ({d.scale(r)}): it "
-                     f"{verdict(r.lo, r.hi)} the raw question.")
-            if vs is not None:
-                sel = vs[(vs.dataset == r.dataset) & (vs.retriever == r.retriever)]
-                tail += "".join(f" {x.row} minus {x.minus}: "
-                                f"{d.interval(x['ΔnDCG@10'], x.lo, x.hi)}."
-                                for _, x in sel.iterrows())
+                     f"{_cite('12_comparisons', '12_vanilla_results')}): {r.method} on "
+                     f"{r.dataset} / {r.retriever}, {r.metric} {d.n(r.score)}, Δ vs "
+                     f"{r.baseline} {d.interval(r['diff'], r.lo, r.hi)} ({d.scale(r)}): it "
+                     f"{verdict(r.lo, r.hi)} the {r.baseline}.")
+            rest = cmp[(cmp.dataset == r.dataset) & (cmp.retriever == r.retriever)
+                       & (cmp.metric == r.metric) & (cmp["baseline kind"] != "baseline")]
+            tail += "".join(f" {x.method} minus {x.baseline}: {d.interval(x['diff'], x.lo, x.hi)}."
+                            for _, x in rest.iterrows())
     copiers = [r.model for _, r in res.iterrows()
                if not r.model.startswith(("raw", "rule", "untrained")) and r["sub-queries"] < 1.1]
     if copiers:

@@ -277,7 +277,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             entry = {"fingerprint": fp, "commit": info["commit"], "dirty": info["dirty"],
                      "allow_dirty": bool(dirty and allow_dirty), "wall_s": row["wall_s"],
                      "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
-                     "outputs": outputs, "inputs": inputs}
+                     "outputs": outputs, "inputs": inputs,
+                     "reused_training": publish.reused_trainings(executed)}
+            entry.update(publish.cold_run(entry, manifest.get(name)))
             freshness.save_manifest_entry(profile["name"], name, entry, root)
             save_json({**row, "hash": fp}, marker)
         _print_summary(rows)

@@ -1,0 +1,139 @@
+"""One comparison schema: a method against a baseline on the same test queries (issue 25).
+
+Every "rewrite vs raw query" result of the workbook is one row of the same shape, built by
+:func:`compare` from two per-query score mappings and saved as a notebook's
+``NN_comparisons`` table; ``RESULTS.md`` reads those tables **by column** (``kind``,
+``baseline``, ``metric``), never by the wording of a label. A row holds
+
+* where: ``paper``, ``dataset``, ``retriever``, ``metric``;
+* what: ``method`` and its ``kind`` (:data:`KINDS`: the baseline itself, a model-free rule,
+  an untrained policy, a warm start, a trained policy), ``baseline`` and its
+  ``baseline kind`` (``baseline`` when it is the raw query, so "every method against the raw
+  query" is ``select(df, **{"baseline kind": "baseline"})``);
+* the paired comparison (:func:`qrlib.eval.stats.paired_bootstrap`, queries are the unit):
+  ``score``, ``baseline score``, ``diff`` = mean of score minus baseline score, its
+  ``level`` percentile interval ``lo``..``hi`` from ``resamples`` resamples, ``p<=0``
+  (share of resamples at or below 0), ``wins``/``losses``/``ties`` and ``test queries``;
+* the training scale behind the method (:data:`qrlib.eval.scale.SCALE_COLUMNS`, read from
+  the runs' logs; zeros and policy ``-`` for rows without training).
+
+Pure functions of their arguments; saving is the caller's (:func:`qrlib.core.io.save_table`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from qrlib.core.errors import QrlibError
+from qrlib.eval.scale import SCALE_COLUMNS, plumbing_note
+from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+
+KINDS = ("baseline", "model-free", "untrained", "warm start", "trained")
+KEY_COLUMNS = ("paper", "dataset", "retriever", "metric", "method", "kind", "baseline",
+               "baseline kind")
+STAT_COLUMNS = ("score", "baseline score", "diff", "lo", "hi", "p<=0", "wins", "losses", "ties",
+                "level", "resamples")
+COMPARISON_COLUMNS = KEY_COLUMNS + STAT_COLUMNS + tuple(SCALE_COLUMNS)
+
+
+def untrained_scale(test_queries: int, policy: str | None = None) -> dict[str, Any]:
+    """The scale columns of a row without training (``policy`` for an untrained model)."""
+    return {"policy": policy or "-", "RL steps": 0, "SFT steps": 0, "train queries": 0,
+            "rollouts": 0, "train min": 0.0, "test queries": int(test_queries)}
+
+
+def compare(scores: Mapping[str, float], baseline_scores: Mapping[str, float], *,
+            paper: str, dataset: str, retriever: str, metric: str, method: str, kind: str,
+            baseline: str, baseline_kind: str = "baseline",
+            scale: Mapping[str, Any] | None = None, resamples: int = 10_000,
+            level: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """One comparison row: ``method`` minus ``baseline`` in ``metric`` over the queries both
+    mappings (query id -> per-query value) hold, which must be the same set.
+
+    ``scale`` is :func:`qrlib.eval.scale.scale_columns` of the runs behind the method (None:
+    :func:`untrained_scale`); its ``test queries`` must equal the number of paired queries."""
+    for name, value in (("kind", kind), ("baseline_kind", baseline_kind)):
+        if value not in KINDS:
+            raise QrlibError(f"compare: {name} {value!r} is not one of {', '.join(KINDS)}")
+    for name, value in (("paper", paper), ("dataset", dataset), ("retriever", retriever),
+                        ("metric", metric), ("method", method), ("baseline", baseline)):
+        if not isinstance(value, str) or not value.strip():
+            raise QrlibError(f"compare: {name} must be a non-empty string, got {value!r}")
+    bs = paired_bootstrap({str(k): v for k, v in scores.items()},
+                          {str(k): v for k, v in baseline_scores.items()},
+                          n=resamples, level=level, seed=seed)
+    scale = dict(scale) if scale is not None else untrained_scale(bs["n_queries"])
+    missing = [c for c in SCALE_COLUMNS if c not in scale]
+    if missing:
+        raise QrlibError(f"compare: scale lacks {', '.join(missing)} (use "
+                         "qrlib.eval.scale.scale_columns)")
+    if int(scale["test queries"]) != bs["n_queries"]:
+        raise QrlibError(f"compare: scale says {scale['test queries']} test queries, the "
+                         f"scores pair {bs['n_queries']}")
+    return {"paper": paper, "dataset": dataset, "retriever": retriever, "metric": metric,
+            "method": method, "kind": kind, "baseline": baseline, "baseline kind": baseline_kind,
+            "score": bs["mean_a"], "baseline score": bs["mean_b"], "diff": bs["diff"],
+            "lo": bs["lo"], "hi": bs["hi"], "p<=0": bs["p_le_0"], "wins": bs["wins"],
+            "losses": bs["losses"], "ties": bs["ties"], "level": level, "resamples": resamples,
+            **{c: scale[c] for c in SCALE_COLUMNS}}
+
+
+def comparison_table(rows: Iterable[Mapping[str, Any]]) -> Any:
+    """The rows as a DataFrame in :data:`COMPARISON_COLUMNS` order (a one-line error when a
+    row lacks a column or two rows compare the same method and baseline twice)."""
+    import pandas as pd
+
+    rows = [dict(r) for r in rows]
+    if not rows:
+        raise QrlibError("comparison_table: no rows")
+    df = pd.DataFrame(rows)
+    check_comparisons(df, "comparison_table")
+    key = ["paper", "dataset", "retriever", "metric", "method", "baseline"]
+    dup = df[df.duplicated(key, keep=False)]
+    if len(dup):
+        r = dup.iloc[0]
+        raise QrlibError(f"comparison_table: {r.method} vs {r.baseline} on {r.dataset}/"
+                         f"{r.retriever} ({r.metric}) appears {len(dup)} times")
+    return df[list(COMPARISON_COLUMNS)]
+
+
+def check_comparisons(df: Any, source: str) -> Any:
+    """``df`` if it has every :data:`COMPARISON_COLUMNS` and known kinds, else a one-line
+    error naming ``source`` (a table read back from disk, say) and what it lacks."""
+    missing = [c for c in COMPARISON_COLUMNS if c not in df.columns]
+    if missing:
+        raise QrlibError(f"{source}: not a comparison table, it lacks {', '.join(missing)} "
+                         "(see qrlib.eval.compare.COMPARISON_COLUMNS)")
+    bad = sorted((set(df["kind"]) | set(df["baseline kind"])) - set(KINDS))
+    if bad:
+        raise QrlibError(f"{source}: unknown kind(s) {bad}; accepted: {', '.join(KINDS)}")
+    return df
+
+
+def select(df: Any, **where: Any) -> Any:
+    """Rows of a comparison table whose columns equal ``where`` (column names with spaces
+    are passed as ``**{"test queries": 516}``); an unknown column is an error."""
+    unknown = [k for k in where if k not in df.columns]
+    if unknown:
+        raise QrlibError(f"select: no column {', '.join(unknown)}; columns are "
+                         f"{', '.join(map(str, df.columns))}")
+    mask = None
+    for k, v in where.items():
+        m = df[k].isin(v) if isinstance(v, (list, tuple, set)) else df[k] == v
+        mask = m if mask is None else mask & m
+    return df if mask is None else df[mask]
+
+
+def describe(row: Mapping[str, Any], digits: int = 3) -> str:
+    """``"ACQO minus raw question on 2wiki/bm25, nDCG@10: +0.021 [+0.014, +0.027] -> beats
+    (132 RL steps, ...)"``: one sentence of a comparison row, its scale when trained."""
+    text = (f"{row['method']} minus {row['baseline']} on {row['dataset']}/{row['retriever']}, "
+            f"{row['metric']}: {fmt_interval(row, digits)} -> {row['method']} "
+            f"{verdict(row['lo'], row['hi'])} {row['baseline']}")
+    if int(row["RL steps"]) or int(row["SFT steps"]):
+        text += (f" ({int(row['RL steps'])} RL steps + {int(row['SFT steps'])} SFT, "
+                 f"{int(row['train queries'])} distinct training queries, "
+                 f"{int(row['rollouts'])} rollouts, {float(row['train min']):.1f} min; "
+                 f"{int(row['test queries'])} test queries"
+                 f"{plumbing_note(int(row['RL steps']))})")
+    return text

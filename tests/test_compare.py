@@ -1,0 +1,78 @@
+"""The one comparison schema (qrlib.eval.compare): values, scale checks and one-line errors."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qrlib.core.errors import QrlibError
+from qrlib.eval import compare as C
+from qrlib.eval.scale import SCALE_COLUMNS
+
+KW = dict(paper="acqo", dataset="2wiki", retriever="bm25", metric="nDCG@10",
+          baseline="raw question")
+
+
+def _scores(n=50, shift=0.05, seed=1):
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 1, n)
+    return ({f"q{i}": float(b + shift + rng.normal(0, 0.02)) for i, b in enumerate(base)},
+            {f"q{i}": float(b) for i, b in enumerate(base)})
+
+
+def test_a_row_has_every_column_and_the_paired_difference():
+    a, b = _scores()
+    row = C.compare(a, b, method="ACQO", kind="trained", resamples=2000, **KW)
+    assert tuple(row) == C.COMPARISON_COLUMNS
+    assert row["diff"] == pytest.approx(np.mean([a[q] - b[q] for q in a]))
+    assert row["score"] == pytest.approx(np.mean(list(a.values())))
+    assert row["lo"] < row["diff"] < row["hi"] and row["lo"] > 0
+    assert row["wins"] + row["losses"] + row["ties"] == 50
+    assert row["test queries"] == 50 and row["RL steps"] == 0 and row["policy"] == "-"
+
+
+def test_a_method_no_better_than_its_baseline_has_an_interval_over_zero():
+    a, b = _scores(shift=0.0)
+    row = C.compare(a, b, method="copy", kind="untrained", resamples=2000, **KW)
+    assert row["lo"] < 0 < row["hi"]
+    assert "is not distinguishable from" in C.describe(row)
+
+
+def test_scale_must_match_the_paired_queries_and_name_every_column():
+    a, b = _scores(n=10)
+    scale = dict(policy="qwen", **{"RL steps": 60, "SFT steps": 0, "train queries": 200,
+                                   "rollouts": 960, "train min": 30.0, "test queries": 9})
+    with pytest.raises(QrlibError, match="9 test queries, the scores pair 10"):
+        C.compare(a, b, method="m", kind="trained", scale=scale, **KW)
+    with pytest.raises(QrlibError, match="scale lacks rollouts"):
+        C.compare(a, b, method="m", kind="trained",
+                  scale={k: v for k, v in scale.items() if k != "rollouts"}, **KW)
+    row = C.compare(a, b, method="m", kind="trained", scale={**scale, "test queries": 10}, **KW)
+    assert "60 RL steps" in C.describe(row) and "plumbing" not in C.describe(row)
+
+
+def test_bad_input_gets_one_line_errors():
+    a, b = _scores(n=5)
+    with pytest.raises(QrlibError, match="kind 'rl' is not one of"):
+        C.compare(a, b, method="m", kind="rl", **KW)
+    with pytest.raises(QrlibError, match="only one side"):
+        C.compare({**a, "extra": 1.0}, b, method="m", kind="trained", **KW)
+    with pytest.raises(QrlibError, match="method must be a non-empty string"):
+        C.compare(a, b, method=" ", kind="trained", **KW)
+    with pytest.raises(QrlibError, match="t.csv: not a comparison table, it lacks dataset"):
+        C.check_comparisons(pd.DataFrame({"paper": ["x"]}), "t.csv")
+
+
+def test_table_order_duplicates_and_selection_by_column():
+    a, b = _scores(n=20)
+    rows = [C.compare(a, b, method="ACQO", kind="trained", resamples=500, **KW),
+            C.compare(b, b, method="raw question", kind="baseline", resamples=500, **KW)]
+    df = C.comparison_table(rows)
+    assert list(df.columns) == list(C.COMPARISON_COLUMNS)
+    assert C.select(df, kind="trained", **{"baseline kind": "baseline"}).method.tolist() == ["ACQO"]
+    assert len(C.select(df, kind=["trained", "baseline"], **{"test queries": 20})) == 2
+    with pytest.raises(QrlibError, match="no column nope"):
+        C.select(df, nope=1)
+    with pytest.raises(QrlibError, match="appears 2 times"):
+        C.comparison_table(rows + rows[:1])
+    assert set(SCALE_COLUMNS) <= set(df.columns)
