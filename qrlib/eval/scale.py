@@ -24,7 +24,6 @@ TRAINED_TABLES = {
     "07_acqo_stage2": ("07_acqo_results",),
     "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results"),
     "10_evaluation": ("10_vs_raw",),
-    "12_acqo_vanilla_rl": ("12_vanilla_results", "12_comparisons"),
 }
 # Below this many optimizer steps a training run is a plumbing check, not a result (the
 # developers' guide; issue 24 asks for at least 60 steps of at least 2 questions x 8 rollouts).

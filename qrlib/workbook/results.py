@@ -637,22 +637,47 @@ def fresh_timings(d: Doc) -> tuple[Any, list[str]]:
     return t[t["notebook"].isin(fresh)], others
 
 
+def _cold_total(t: Any) -> float:
+    """Seconds of the rows' last runs from scratch (``cold wall_s``; the run itself when a
+    table predates the column)."""
+    if "cold wall_s" not in t:
+        return float(t["wall_s"].sum())
+    return float(t["cold wall_s"].fillna(t["wall_s"]).sum())
+
+
+def _reuse_note(d: Doc, r: Any) -> str:
+    """``acqo-stage1-bm25 (finished, step 100); 88.8 min at `b3a998ca40` `` or ``–``."""
+    reused = r.get("reused training")
+    if not isinstance(reused, str) or not reused:
+        return "–"
+    cold = r.get("cold wall_s")
+    if cold != cold or cold is None:
+        return f"{reused}; no run from scratch on record"
+    return f"{reused}; {d.n(cold / 60, '.1f', derived='run_timings: cold wall_s / 60')} min at `{r['cold commit']}`"
+
+
 def _timings(d: Doc) -> str:
     t = d.t("run_timings")
     ft, stale = fresh_timings(d)
     rows = [[r.notebook, d.status[r.notebook].state if r.notebook in d.status else "?",
              f"`{r.commit}`", d.n(r.wall_s, ".0f"),
              d.n(r.peak_rss_mb / 1024, ".1f", derived="run_timings: peak_rss_mb / 1024")
-             if r.peak_rss_mb == r.peak_rss_mb else "–"] for r in t.itertuples()]
+             if r.peak_rss_mb == r.peak_rss_mb else "–", _reuse_note(d, r)]
+            for _, r in t.iterrows()]
     total = float(ft["wall_s"].sum())
+    cold = _cold_total(ft)
     peak = float(ft["peak_rss_mb"].max()) if len(ft) else float("nan")
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
             "The last run of each notebook, as measured by the runner "
             f"(`tables/{d.profile}/manifest.json`), each from its own run:\n\n"
-            + _md_table(["notebook", "state", "commit", "wall time (s)", "peak memory (GB)"], rows)
+            + _md_table(["notebook", "state", "commit", "wall time (s)", "peak memory (GB)",
+                         "trainings found done in runs/ (last run from scratch)"], rows)
             + "\n\n"
             f"The fresh notebooks took **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s of fresh) / 60')} min** "
             f"together, peak memory {d.n(peak / 1024, '.1f', derived='run_timings: max(peak_rss_mb of fresh) / 1024')} GB"
+            + (f"; from scratch (the last run of each that trained everything itself) "
+               f"{d.n(cold / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh) / 60')} min"
+               if cold != total else "")
             + (f"; not counted, because stale or never run: {', '.join(f'`{n}`' for n in stale)}"
                if stale else "") + ". A cold cache adds the MiniLM encoding of SciFact and "
             "NFCorpus and the one-time assembly and dequantisation of the Qwen GGUF.\n")
@@ -669,6 +694,13 @@ def readme_timing(d: Doc) -> str:
             f"`make reproduce` took **{total / 60:.1f} min** together on 2 cores with warm caches, "
             f"each from its own run at the commit its stamp names; peak memory "
             f"**{peak / 1024:.1f} GB**.")
+    cold = _cold_total(ft)
+    if cold != total:
+        reusing = ft[ft["reused training"].fillna("").astype(bool)]["notebook"].tolist()
+        text += (f" {', '.join(reusing)} found {'its' if len(reusing) == 1 else 'their'} "
+                 f"training already done in `runs/` (same config); counting the last run of "
+                 f"each notebook that trained everything itself, the fresh notebooks take "
+                 f"**{cold / 60:.1f} min** from scratch.")
     if stale:
         text += (f" Stale or never run at HEAD, so not counted: {', '.join(stale)} "
                  f"(`python -m qrlib status --profile {d.profile}` says why).")
