@@ -116,6 +116,24 @@ def test_05_and_10_score_the_raw_claims_identically(rec):
     assert all(0 <= v <= 1 for k, v in r5.items() if k.endswith((".modified", "_quarter")))
 
 
+def test_05_and_10_compare_in_one_schema_and_agree(smoke_run):
+    """Issue 25 item 3: both notebooks write the one comparison schema; 10 re-scores 05's
+    rewrites, so its trained-vs-raw rows are 05's, interval included (same seed)."""
+    from qrlib.eval.compare import check_comparisons, select
+
+    _, _, paths = smoke_run
+    c5 = check_comparisons(read_table(paths["tables_dir"] / "05_comparisons.csv"), "05")
+    c10 = check_comparisons(read_table(paths["tables_dir"] / "10_comparisons.csv"), "10")
+    assert set(c5["baseline kind"]) == {"baseline", "untrained"}
+    trained5 = select(c5, **{"baseline kind": "baseline"}).set_index(["dataset", "retriever", "method"])
+    trained10 = select(c10, kind="trained").set_index(["dataset", "retriever", "method"])
+    assert len(trained5) and set(trained5.index) <= set(trained10.index)
+    for key, r in trained5.iterrows():
+        for col in ("diff", "score", "baseline score", "lo", "hi", "RL steps", "test queries"):
+            assert trained10.loc[key, col] == pytest.approx(r[col], abs=1e-4), (key, col)
+    assert (select(c10, kind="untrained")["RL steps"] == 0).all()
+
+
 def test_09_every_bandit_policy_meets_at_a_full_budget(rec):
     r = rec["09_bandit_selection"]
     full = {k: v for k, v in r.items() if k.startswith("precision.") and k.endswith(".b=1")}
@@ -225,8 +243,18 @@ def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
         res.loc["ACQO: Stage I+II (bm25-trained)", "nDCG@10"] - van["nDCG@10"], abs=1e-4)
 
 
+# The tables with trained rows, by notebook; each carries the scale columns.
+TRAINED_TABLES = {
+    "05_vanilla_rl": ("05_test_results", "05_comparisons"),
+    "07_acqo_stage2": ("07_acqo_results",),
+    "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results"),
+    "10_evaluation": ("10_comparisons",),
+    "12_acqo_vanilla_rl": ("12_vanilla_results", "12_comparisons"),
+}
+
+
 def test_every_trained_table_states_its_training_scale(smoke_run):
-    from qrlib.eval.scale import TRAINED_TABLES, missing_scale
+    from qrlib.eval.scale import missing_scale
 
     _, _, paths = smoke_run
     for nb, names in TRAINED_TABLES.items():

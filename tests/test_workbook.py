@@ -534,3 +534,26 @@ def test_a_failed_notebook_leaves_its_published_outputs_as_they_were(tmp_path):
     assert (tables / "06_a.csv").read_text() == "old\n"
     assert not (figures / "06_new.pdf").exists()
     assert (tables / "07_b.csv").read_text() == "not ours to restore\n"
+
+
+def test_reused_trainings_are_read_from_the_trainers_own_lines():
+    """A notebook that found its training done in runs/ says so in the manifest, so its
+    wall time is not taken for a run from scratch."""
+    from qrlib.workbook.publish import cold_run, reused_trainings
+
+    nb = {"cells": [
+        {"cell_type": "code", "outputs": [{"output_type": "stream", "text": [
+            "[qrlib.rl.train] ../runs/cpu/rl/acqo-stage1-bm25 already trained to step 100 "
+            "(max_steps 100); nothing to do\n"]}]},
+        {"cell_type": "code", "outputs": [{"output_type": "stream",
+                                           "text": "[qrlib.rl.train] resuming from checkpoint-40 (ok)\n"}]},
+        {"cell_type": "markdown", "source": "already trained to step 3"}]}
+    assert reused_trainings(nb) == ["acqo-stage1-bm25 (finished, step 100)", "resumed at step 40"]
+    assert reused_trainings({"cells": [{"outputs": [{"text": "[qrlib.rl.train] step 3: reward 1"}]}]}) == []
+    cold = {"wall_s": 5328.8, "commit": "b3a", "reused_training": []}
+    warm = {"wall_s": 452.4, "commit": "d08", "reused_training": ["x (finished, step 100)"]}
+    assert cold_run(cold, None) == {"cold_wall_s": 5328.8, "cold_commit": "b3a"}
+    assert cold_run(warm, cold) == {"cold_wall_s": 5328.8, "cold_commit": "b3a"}
+    again = {**warm, **cold_run(warm, cold)}
+    assert cold_run({**warm, "commit": "e5"}, again) == {"cold_wall_s": 5328.8, "cold_commit": "b3a"}
+    assert cold_run(warm, None) == {}

@@ -90,7 +90,7 @@ from qrlib.rl import rewards
 from qrlib.rl.env import RewardEnv
 from qrlib.eval.scale import PLUMBING_STEPS, log_scale
 from qrlib.rl.train import load_config, train
-from qrlib.core.io import save_json, save_table
+from qrlib.core.io import read_table, save_json, save_table
 
 plots.setup()
 print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
@@ -427,32 +427,32 @@ results
 # %% [markdown]
 # ### Did training help? Per-query differences
 #
-# Paired comparison of trained vs raw and vs untrained (same queries): mean difference
-# with a 95 % paired-bootstrap interval over queries (`qrlib.eval.stats.paired_bootstrap`), and
-# the share of queries that improved / got worse. A gain counts only when its interval
-# excludes 0.
+# Each trained adapter against the raw claim and against the untrained model with the same
+# prompt, on the same claims: the mean per-claim difference in nDCG@10 with a 95 % paired-
+# bootstrap interval over claims, in the workbook's one comparison schema
+# (`qrlib.eval.compare`, with the training scale of the run). A gain counts only when its
+# interval excludes 0.
 
 # %%
-from qrlib.eval.stats import paired_bootstrap, verdict
+from qrlib.eval.compare import compare, comparison_table, describe
 
 cmp_rows = []
 for (name, kind, method), ev in per_query.items():
     if not method.startswith("trained-"):
         continue
     mode = method.split("-")[-1]
-    for ref in ("raw", f"untrained-{mode}"):
-        base = per_query[name, kind, ref].set_index("query_id")["nDCG@10"]
-        new = ev.set_index("query_id")["nDCG@10"]
-        d = (new - base.reindex(new.index)).dropna()
-        ci = paired_bootstrap(new.to_dict(), base.to_dict(), seed=seed)
-        cmp_rows.append({"dataset": name, "retriever": kind, "method": method, "vs": ref,
-                         "mean_diff_nDCG@10": d.mean(), "ci_lo": ci["lo"], "ci_hi": ci["hi"],
-                         "better": (d > 1e-9).mean(), "worse": (d < -1e-9).mean(),
-                         **row_scale(name, method, ci["n_queries"])})
-cmp = pd.DataFrame(cmp_rows)
-save_table(cmp, "05_paired_differences", tables_dir,
-           caption=f"Per-query nDCG@10 differences of the trained adapters, with 95 % paired-"
-                   f"bootstrap intervals over the test queries [profile: {profile}]")
+    new = ev.set_index("query_id")["nDCG@10"].to_dict()
+    for ref, ref_kind in (("raw", "baseline"), (f"untrained-{mode}", "untrained")):
+        base = per_query[name, kind, ref].set_index("query_id")["nDCG@10"].to_dict()
+        cmp_rows.append(compare(new, base, paper="deepretrieval", dataset=name, retriever=kind,
+                                metric="nDCG@10", method=method, kind="trained", baseline=ref,
+                                baseline_kind=ref_kind, scale=row_scale(name, method, len(new)),
+                                seed=seed))
+cmp = comparison_table(cmp_rows)
+save_table(cmp, "05_comparisons", tables_dir,
+           caption=f"Per-query nDCG@10 differences of the trained adapters against the raw claim "
+                   f"and the untrained model, with 95 % paired-bootstrap intervals over the test "
+                   f"claims (qrlib.eval.compare schema) [profile: {profile}]")
 cmp
 
 # %% [markdown]
@@ -525,7 +525,7 @@ print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 # ## What we found
 #
 # Read back from this run's tables (`05_training_summary`, `05_test_results`,
-# `05_paired_differences`); the key numbers are also recorded for the smoke tests.
+# `05_comparisons`); the key numbers are also recorded for the smoke tests.
 
 # %%
 from IPython.display import Markdown
@@ -535,7 +535,7 @@ from qrlib.eval.record import Recorder
 record = Recorder(run_dir, "05_vanilla_rl")
 t_train = pd.read_csv(tables_dir / "05_training_summary.csv")
 t_test = pd.read_csv(tables_dir / "05_test_results.csv")
-t_cmp = pd.read_csv(tables_dir / "05_paired_differences.csv")
+t_cmp = read_table(tables_dir / "05_comparisons.csv")
 lines = []
 for r in t_train.to_dict("records"):
     if r["steps"] < PLUMBING_STEPS:
@@ -552,14 +552,10 @@ for r in t_train.to_dict("records"):
 for r in t_test.to_dict("records"):
     record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.ndcg10", r["nDCG@10"])
     record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.modified", r["modified"])
-for r in t_cmp.to_dict("records"):
-    lines.append(f"- {r['method']} ({r['retriever']}) {verdict(r['ci_lo'], r['ci_hi'])} "
-                 f"{r['vs']}: nDCG@10 {r['mean_diff_nDCG@10']:+.4f} [{r['ci_lo']:+.4f}, "
-                 f"{r['ci_hi']:+.4f}] (95 % paired bootstrap, {r['test queries']:.0f} claims; trained "
-                 f"{r['RL steps']:.0f} steps on {r['train queries']:.0f} claims); "
-                 f"better on {r['better']:.0%}, worse on {r['worse']:.0%} of them.")
-vs_raw = t_cmp[t_cmp.vs == "raw"]
-beats = [r["retriever"] for r in vs_raw.to_dict("records") if r["ci_lo"] > 0]
+for _, r in t_cmp.iterrows():
+    lines.append(f"- {describe(r)}; wins/losses {r.wins}/{r.losses} claims.")
+vs_raw = t_cmp[t_cmp["baseline kind"] == "baseline"]
+beats = [r["retriever"] for r in vs_raw.to_dict("records") if r["lo"] > 0]
 lines.append("- " + (f"Trained rewrites beat the raw claim, with an interval above 0, with: "
                      f"{', '.join(beats)}." if beats else
                      "No trained adapter beats the raw claim with an interval that excludes 0 "

@@ -61,7 +61,7 @@ from qrlib.eval import metrics
 from qrlib import plots
 from qrlib.generation import policy, rewrite
 from qrlib.core.io import load_json, save_table
-from qrlib.eval.scale import SCALE_COLUMNS, plumbing_note, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
 
 plots.setup()
 if torch_threads:
@@ -204,11 +204,11 @@ effect
 # ### Against the raw query, with intervals
 #
 # The bar for every trained rewriter: its nDCG@10 minus the raw query's on the same test
-# queries, with a 95% paired-bootstrap interval over queries (`qrlib.eval.stats.paired_bootstrap`,
-# 10,000 resamples). An interval that contains 0 means the run cannot tell the two apart.
+# queries, with a 95% paired-bootstrap interval over queries (10,000 resamples), as a row
+# of the workbook's one comparison schema (`qrlib.eval.compare`). An interval that contains 0 means the run cannot tell the two apart.
 
 # %%
-from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.eval.compare import compare, comparison_table, describe
 
 def method_scale(name, method, n_test):
     """The training scale of a method's row from its run's log (qrlib.eval.scale); a trained
@@ -229,18 +229,18 @@ for (name, kind, method), pq in PERQ.items():
         continue
     a = pq.set_index("query_id")["nDCG@10"].to_dict()
     b = PERQ[name, kind, "raw"].set_index("query_id")["nDCG@10"].to_dict()
-    bs = paired_bootstrap(a, b, n=10000, seed=seed)
-    vs_rows.append({"dataset": name, "retriever": kind, "method": method,
-                    "nDCG@10": bs["mean_a"], "raw nDCG@10": bs["mean_b"],
-                    "diff": bs["diff"], "lo": bs["lo"], "hi": bs["hi"],
-                    "wins": bs["wins"], "losses": bs["losses"],
-                    "interval": fmt_interval(bs), **method_scale(name, method, bs["n_queries"])})
-vs_raw = pd.DataFrame(vs_rows)
+    vs_rows.append(compare(a, b, paper="deepretrieval", dataset=name, retriever=kind,
+                           metric="nDCG@10", method=method,
+                           kind="trained" if method.startswith("trained-") else "untrained",
+                           baseline="raw", scale=method_scale(name, method, len(a)),
+                           resamples=10_000, seed=seed))
+vs_raw = comparison_table(vs_rows) if vs_rows else pd.DataFrame()
 if len(vs_raw):
-    save_table(vs_raw, "10_vs_raw", tables_dir,
+    save_table(vs_raw, "10_comparisons", tables_dir,
                caption=("nDCG@10 of each method minus the raw query's on the same test queries, "
-                        f"95% paired-bootstrap interval [lo, hi]; training scale "
-                        f"({', '.join(SCALE_COLUMNS)}) from each run's log [profile: {profile}]"))
+                        "95% paired-bootstrap interval [lo, hi] (qrlib.eval.compare schema); "
+                        f"training scale ({', '.join(SCALE_COLUMNS)}) from each run's log "
+                        f"[profile: {profile}]"))
 vs_raw
 
 # %% [markdown]
@@ -334,7 +334,7 @@ if len(vs_raw):
 # %% [markdown]
 # ## What we found
 #
-# **Takeaway**, read from this run's tables (`10_effectiveness`, `10_latency`,
+# **Takeaway**, read from this run's tables (`10_effectiveness`, `10_comparisons`, `10_latency`,
 # `10_generated_tokens`); the key numbers are also recorded for the smoke tests.
 
 # %%
@@ -369,10 +369,6 @@ if len(tokens):
                      f"{tk.mean_tokens.max():.1f} on average.")
 for r in vs_raw.to_dict("records"):
     record(f"{r['dataset']}.{r['retriever']}.{r['method']}.vs_raw", [r["diff"], r["lo"], r["hi"]])
-    if r["method"].startswith("trained-"):
-        lines.append(f"- {r['method']} ({r['dataset']}, {r['retriever']}) {verdict(r['lo'], r['hi'])} the raw "
-                     f"query: nDCG@10 {r['interval']} over {r['test queries']} queries (trained "
-                     f"{r['RL steps']} RL steps on {r['train queries']} queries, "
-                     f"{r['rollouts']} rollouts, {r['train min']:.0f} min"
-                     + plumbing_note(r["RL steps"]) + ").")
+    if r["kind"] == "trained":
+        lines.append(f"- {describe(r)}.")
 display(Markdown("\n".join(lines) if lines else "No rewrites in this run."))
