@@ -84,7 +84,9 @@ from qrlib.methods.bandits import decompose as D
 from qrlib import plots
 from qrlib.eval import published
 from qrlib.data.datasets import load_dataset, subset
+from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.record import Recorder
+from qrlib.eval.stats import fmt_interval
 from qrlib.retrieval.retrievers import build_retriever, encode_corpus
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
@@ -589,7 +591,8 @@ hier_table.round(3)
 # 5. hierarchy-aware bandits gain precision at 10 % over the serial arms (Table 4).
 #
 # "yes" needs the paired per-request difference (mean over budgets <= 30 %) to be positive
-# with its 95 % confidence interval above zero.
+# with its 95 % paired-bootstrap interval above zero; each comparison is a row of the
+# workbook's one comparison schema (`qrlib.eval.compare`), saved as `09_comparisons`.
 
 # %%
 pm = res.groupby(["policy", "budget"]).precision.mean().unstack("budget")
@@ -597,14 +600,26 @@ small = [b for b in budgets if b <= 0.3 + 1e-9]
 unit_small = res[res.budget.isin(small)].groupby(["unit", "policy"]).precision.mean().unstack()
 
 
-def paired(a: str, b: str) -> tuple[float, float]:
-    """Mean and 95% CI half-width of the per-request difference a - b (budgets <= 30 %)."""
-    d = (unit_small[a] - unit_small[b]).to_numpy()
-    return float(d.mean()), float(1.96 * d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+COMPARISONS = []  # every paired comparison behind a check, in the workbook's one schema
 
 
-def verdict(m: float, h: float) -> str:
-    return "yes" if m - h > 0 else ("same direction, not significant" if m > 0 else "no")
+def paired(a: str, b: str) -> dict:
+    """Policy ``a`` minus ``b`` in per-request precision (mean over budgets <= 30 %), with a
+    95 % paired-bootstrap interval over requests (``qrlib.eval.compare``)."""
+    row = compare(unit_small[a].to_dict(), unit_small[b].to_dict(), paper="bandits",
+                  dataset="+".join(datasets), retriever=retriever,
+                  metric="precision, budgets <= 30%", method=labels[a], kind="model-free",
+                  baseline=labels[b], baseline_kind="baseline" if b == "random" else "model-free",
+                  seed=seed)
+    COMPARISONS.append(row)
+    return row
+
+
+def holds(row: dict) -> str:
+    """How a finding fares: "yes" (interval above 0), "same direction, not significant"
+    (positive mean, interval reaching 0) or "no"."""
+    return "yes" if row["lo"] > 0 else ("same direction, not significant" if row["diff"] > 0
+                                        else "no")
 
 
 checks = []
@@ -613,37 +628,46 @@ if 1.0 in pm.columns:
     checks.append(("all policies meet at 100 %", "yes" if spread < 1e-9 else "no",
                    f"max spread of precision@100% {spread:.1e}"))
 if "random" in unit_small:
-    sig = [p for p in unit_small if p != "random" and verdict(*paired(p, "random")) == "yes"]
+    sig = [p for p in unit_small if p != "random" and holds(paired(p, "random")) == "yes"]
     checks.append(("bandits beat random at <= 30 %",
                    "yes" if len(sig) == unit_small.shape[1] - 1 else f"{len(sig)} policies",
                    f"{len(sig)}/{unit_small.shape[1] - 1} policies significantly above random"))
 if "rank" in unit_small and "bernoulli_top3" in unit_small:
-    m, h = paired("bernoulli_top3", "rank")
+    r = paired("bernoulli_top3", "rank")
     checks.append(("rank information helps: top-k=3 beats the rank-aware baseline",
-                   verdict(m, h), f"{m:+.3f} ± {h:.3f}"))
+                   holds(r), fmt_interval(r)))
 if "bernoulli" in unit_small:
     for p in ("bernoulli_top3", "bernoulli_top5", "bernoulli_rank", "topk_ucb_div"):
         if p in unit_small:
-            m, h = paired(p, "bernoulli")
-            checks.append((f"{labels[p]} beats plain Bernoulli", verdict(m, h),
-                           f"{m:+.3f} ± {h:.3f}"))
+            r = paired(p, "bernoulli")
+            checks.append((f"{labels[p]} beats plain Bernoulli", holds(r), fmt_interval(r)))
     if "gaussian" in unit_small:
-        m, h = paired("bernoulli", "gaussian")
-        checks.append(("Gaussian (scores) trails Bernoulli", verdict(m, h), f"{m:+.3f} ± {h:.3f}"))
+        r = paired("bernoulli", "gaussian")
+        checks.append(("Gaussian (scores) trails Bernoulli", holds(r), fmt_interval(r)))
 best = pm.loc[:, small].mean(axis=1).idxmax()
 checks.append(("a top-k Bernoulli policy is the best overall", "yes" if "top" in best else "no",
                f"best at <= 30 %: {labels[best]}"))
 if len(hier):
-    for col, name_ in (("diff", "paper n, tau"), ("diff_loose", "loose n, tau")):
-        if col in gain:
-            d = gain[(gain.budget == 0.1) & gain.policy.str.startswith("bernoulli")]
-            d = d.groupby(["dataset", "qid"])[col].mean().to_numpy()
-            m, h = float(d.mean()), float(1.96 * d.std(ddof=1) / np.sqrt(len(d)))
+    for mode, name_ in (("hierarchical", "paper n, tau"), ("hierarchical-loose", "loose n, tau")):
+        if mode in gain:
+            g = gain[(gain.budget == 0.1) & gain.policy.str.startswith("bernoulli")]
+            g = g.groupby(["dataset", "qid"])[[mode, "serial"]].mean()
+            keys = [f"{d_}/{q_}" for d_, q_ in g.index]
+            r = compare(dict(zip(keys, g[mode])), dict(zip(keys, g["serial"])), paper="bandits",
+                        dataset="+".join(datasets), retriever=retriever,
+                        metric="precision at 10%, Bernoulli family", method=f"{mode} ({name_})",
+                        kind="model-free", baseline="serial", baseline_kind="model-free",
+                        seed=seed)
+            COMPARISONS.append(r)
             checks.append((f"hierarchy ({name_}) beats serial at 10 % (Bernoulli family)",
-                           verdict(m, h), f"{m:+.3f} ± {h:.3f}"))
+                           holds(r), fmt_interval(r)))
 order_small = pm.loc[:, small].mean(axis=1).sort_values(ascending=False)
 check_df = pd.DataFrame(checks, columns=["paper's finding", "holds here",
-                                         "evidence (paired diff. ± 95% CI over requests)"])
+                                         "evidence (paired diff. [95% bootstrap CI] over requests)"])
+save_table(comparison_table(COMPARISONS), "09_comparisons", tables_dir,
+           caption=f"The paired comparisons behind the direction checks (qrlib.eval.compare "
+                   f"schema; per-request precision, 95% paired bootstrap over requests) "
+                   f"[profile: {profile}]")
 save_table(check_df, "09_direction_checks", tables_dir,
            caption=f"Direction of the paper's findings on this run [profile: {profile}]")
 rm = res.groupby(["policy", "budget"]).recall.mean().unstack("budget")
