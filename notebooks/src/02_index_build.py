@@ -86,6 +86,7 @@ from qrlib import plots
 from qrlib.retrieval.baseline import baseline_dir, run_baseline, save_baseline
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.eval import published
+from qrlib.eval.agreement import same_top1, top_k_overlap
 from qrlib.eval.metrics import BASELINE_MEASURES, evaluate, label
 from qrlib.eval.record import Recorder
 from qrlib.retrieval.retrievers import build_retriever, run_queries
@@ -273,18 +274,11 @@ for name in collections:
     a, b = results.get((name, "bm25")), results.get((name, "bm25-ref"))
     if a is None or b is None:
         continue
-    overlaps, top1 = [], []
-    for q in a.run:
-        ta = [d for d, _ in a.run[q][:10]]
-        tb = [d for d, _ in b.run[q][:10]]
-        if ta or tb:
-            overlaps.append(len(set(ta) & set(tb)) / max(len(ta), len(tb)))
-            top1.append(bool(ta and tb and ta[0] == tb[0]))
     agree_rows.append({"dataset": name, "nDCG@10 bm25s": a.metrics["nDCG@10"],
                        "nDCG@10 rank_bm25": b.metrics["nDCG@10"],
                        "nDCG@10 diff": a.metrics["nDCG@10"] - b.metrics["nDCG@10"],
-                       "mean top-10 overlap": np.mean(overlaps),
-                       "same top-1": np.mean(top1)})
+                       "mean top-10 overlap": top_k_overlap(a.run, b.run, 10),  # qrlib.eval.agreement
+                       "same top-1": same_top1(a.run, b.run)})
 agreement = pd.DataFrame(agree_rows)
 for r in agreement.to_dict("records"):
     record(f"agreement.{r['dataset']}.top10_overlap", r["mean top-10 overlap"])

@@ -80,8 +80,11 @@ from qrlib import plots
 from qrlib.eval import published
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.core.errors import QrlibError
+from qrlib.eval.agreement import top_k_overlap
 from qrlib.eval.metrics import evaluate
 from qrlib.eval.record import Recorder
+from qrlib.methods.deepretrieval.released import released_bm25
+from qrlib.retrieval.lucene_tokens import LuceneTokensBM25
 from qrlib.retrieval.retrievers import build_retriever, run_queries
 from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_json, save_table
 
@@ -169,13 +172,6 @@ else:
 
 # %%
 TABLE2_COLUMN = {"scifact": "SciFact S", "nfcorpus": "NFCorpus S", "hotpotqa": "HotpotQA S"}
-# BM25 parameters of each released search.py and the evaluation script's nDCG protocol
-# (qrlib.retrieval.lucene.released_ndcg10: "rows" = code/src/eval/BM25/scifact.py, "grouped" = nfcorpus.py/hotpotqa.py)
-RELEASED = {"scifact": {"k1": 1.2, "b": 0.75, "protocol": "rows"},
-            "nfcorpus": {"k1": 0.9, "b": 0.4, "protocol": "grouped"},
-            "hotpotqa": {"k1": 0.9, "b": 0.4, "protocol": "grouped"}}
-
-
 def base_name(name):
     return "hotpotqa" if name.startswith("hotpotqa") else name
 
@@ -214,7 +210,7 @@ def qrel_rows(ds):
     return [r for r in qlucene.read_qrel_rows(path) if r[0] in ds.queries and r[1] in ds.corpus]
 
 
-grid_rows, lucene_runs, lucene_retrievers = [], {}, {}
+grid_rows, lucene_runs = [], {}
 if use_lucene:
     for name, ds in collections.items():
         t0 = time.perf_counter()
@@ -222,23 +218,21 @@ if use_lucene:
                                          cache=cache_root / "lucene")
         print(f"{name}: Lucene index {'read from cache' if lr.loaded_from_cache else 'built'} "
               f"in {time.perf_counter() - t0:.1f} s ({lr.num_docs} docs)")
-        lucene_retrievers[name] = lr
+        lr.close()  # the index is cached; each setting below opens its own searcher
         rows = qrel_rows(ds)
-        protocol = RELEASED[base_name(name)]["protocol"]
+        protocol = released_bm25(name)["protocol"]
         for k1, b in ((0.9, 0.4), (1.2, 0.75)):
-            lr._searcher.set_bm25(k1, b)
-            lr.k1, lr.b = k1, b
-            for prefix in ("", "contents:"):
-                lr.query_prefix = prefix
-                run = run_queries(lr, ds.queries, k=10)
+            for prefix in ("", "contents:"):  # one searcher per setting, on the cached index
+                run = run_queries(qlucene.LuceneBM25Retriever(
+                    ds.corpus, k1=k1, b=b, query_prefix=prefix, threads=lucene_threads,
+                    cache=cache_root / "lucene"), ds.queries, k=10)
                 lucene_runs[(name, k1, b, prefix)] = run
                 grid_rows.append({"dataset": name, "k1": k1, "b": b, "query": repr(prefix or "plain"),
                                   "nDCG@10": ndcg10(run, ds),
                                   "nDCG@10 (released eval)": qlucene.released_ndcg10(
                                       rows, ds.queries, run, protocol),
-                                  "released setting": (k1, b) == (RELEASED[base_name(name)]["k1"],
-                                                                  RELEASED[base_name(name)]["b"])})
-        lr.query_prefix = ""
+                                  "released setting": (k1, b) == (released_bm25(name)["k1"],
+                                                                  released_bm25(name)["b"])})
 grid = pd.DataFrame(grid_rows)
 if len(grid):
     save_table(grid, "11_lucene_grid", tables_dir,
@@ -270,7 +264,7 @@ for name, ds in collections.items():
     row = {"dataset": name, "queries": len(ds.queries), "docs": len(ds.corpus),
            "published BM25": pub_base / 100}
     if use_lucene:
-        rel = RELEASED[base_name(name)]
+        rel = released_bm25(name)
         g = grid[(grid.dataset == name) & (grid.k1 == rel["k1"]) & (grid.b == rel["b"])].set_index("query")
         row.update({"Lucene plain": g.loc["'plain'", "nDCG@10"],
                     "Lucene contents:": g.loc["'contents:'", "nDCG@10"],
@@ -355,16 +349,6 @@ damage.round(3)
 
 
 # %%
-def overlap(run_a, run_b):
-    vals = []
-    for q in run_a:
-        a = [d for d, _ in run_a[q][:10]]
-        b = [d for d, _ in run_b.get(q, [])[:10]]
-        if a or b:
-            vals.append(len(set(a) & set(b)) / max(len(a), len(b)))
-    return float(np.mean(vals)) if vals else float("nan")
-
-
 def timed(retriever, ds, reps=2):
     best, run = float("inf"), None
     for _ in range(reps):
@@ -374,32 +358,6 @@ def timed(retriever, ds, reps=2):
     return run, len(ds.queries) / best
 
 
-class LuceneTokensBM25:
-    """bm25s over Anserini-analysed tokens (the retriever protocol, for this comparison)."""
-
-    def __init__(self, corpus, k1, b, title_sep="\n"):
-        import bm25s
-
-        self.doc_ids = list(corpus)
-        toks = [qlucene.analyze(f"{v.get('title') or ''}{title_sep}{v.get('text') or ''}")
-                for v in corpus.values()]
-        self.model = bm25s.BM25(k1=k1, b=b, method="lucene")
-        self.model.index([t if t else ["\u2400"] for t in toks], show_progress=False)
-        self.vocab = set(self.model.vocab_dict)
-
-    def search(self, texts, k):
-        out = [[] for _ in texts]
-        toks = [[t for t in qlucene.analyze(x) if t in self.vocab] for x in texts]
-        live = [i for i, t in enumerate(toks) if t]
-        if live:
-            res = self.model.retrieve([toks[i] for i in live], k=min(k, len(self.doc_ids)),
-                                      show_progress=False, return_as="tuple")
-            for row, i in enumerate(live):
-                out[i] = [(self.doc_ids[int(d)], float(s))
-                          for d, s in zip(res.documents[row], res.scores[row]) if s > 0]
-        return out
-
-
 engine_rows = []
 for name, ds in collections.items():
     bm = build_retriever("bm25", ds.corpus, k1=bm25_k1, b=bm25_b, cache=cache_root / "bm25")
@@ -407,19 +365,18 @@ for name, ds in collections.items():
     row = {"dataset": name, "queries": len(ds.queries), "nDCG@10 bm25s": ndcg10(run_b, ds),
            "bm25s q/s": qps_b}
     if use_lucene:
-        lr = lucene_retrievers[name]
-        lr._searcher.set_bm25(bm25_k1, bm25_b)
-        lr.k1, lr.b, lr.query_prefix = bm25_k1, bm25_b, ""
+        lr = qlucene.LuceneBM25Retriever(ds.corpus, k1=bm25_k1, b=bm25_b, threads=lucene_threads,
+                                         cache=cache_root / "lucene")  # the cached index
         run_queries(lr, ds.queries, k=10)  # warm-up (JIT)
         run_l, qps_l = timed(lr, ds)
         row.update({"nDCG@10 Lucene": ndcg10(run_l, ds), "Lucene q/s": qps_l,
                     "Lucene threads": lr.threads, "Lucene / bm25s speed": qps_l / qps_b,
-                    "top-10 overlap bm25s vs Lucene": overlap(run_b, run_l)})
+                    "top-10 overlap bm25s vs Lucene": top_k_overlap(run_b, run_l, 10)})
         if same_tokens:
-            lt = LuceneTokensBM25(ds.corpus, bm25_k1, bm25_b)
+            lt = LuceneTokensBM25(ds.corpus, bm25_k1, bm25_b)  # qrlib.retrieval.lucene_tokens
             run_t = run_queries(lt, ds.queries, k=10)
             row.update({"nDCG@10 bm25s on Lucene tokens": ndcg10(run_t, ds),
-                        "top-10 overlap (Lucene tokens) vs Lucene": overlap(run_t, run_l)})
+                        "top-10 overlap (Lucene tokens) vs Lucene": top_k_overlap(run_t, run_l, 10)})
     engine_rows.append(row)
 engines = pd.DataFrame(engine_rows)
 save_table(engines, "11_engines", tables_dir,
