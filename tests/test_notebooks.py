@@ -243,6 +243,31 @@ def test_12_vanilla_row_pairs_with_07_and_states_its_budget(rec, smoke_run):
         res.loc["ACQO: Stage I+II (bm25-trained)", "nDCG@10"] - van["nDCG@10"], abs=1e-4)
 
 
+def test_13_sql_rows_compare_with_zero_shot_and_state_their_scale(rec, smoke_run):
+    """Issue 26 item 1 (smoke): the SFT and RL-after-SFT rows, each compared with the
+    zero-shot model on the same test questions; the paired difference is the difference of
+    the two execution accuracies, and the split keeps databases apart."""
+    from qrlib.eval.compare import check_comparisons
+
+    _, _, paths = smoke_run
+    r = rec["13_deepretrieval_sql"]
+    res = read_table(paths["tables_dir"] / "13_sql_results.csv").set_index("model")
+    cmp = check_comparisons(read_table(paths["tables_dir"] / "13_comparisons.csv"), "13")
+    cmp = cmp.set_index("method")
+    assert set(cmp.index) == {"zero-shot (think)", "SFT on gold (nothink)", "RL after SFT"}
+    for m, row in cmp.iterrows():
+        assert row["diff"] == pytest.approx(res.loc[m, "execution accuracy"]
+                                            - res.loc["zero-shot (nothink)", "execution accuracy"],
+                                            abs=1e-4)
+        assert row["test queries"] == 6 and r[f"sql.{m}.exec_acc"] == pytest.approx(
+            res.loc[m, "execution accuracy"], abs=1e-4)
+    assert (cmp.loc["RL after SFT", ["RL steps", "SFT steps"]] == [1, 1]).all()
+    assert (cmp.loc["SFT on gold (nothink)", ["RL steps", "SFT steps"]] == [0, 1]).all()
+    split = read_table(paths["tables_dir"] / "13_split.csv").set_index("part")
+    assert split.loc["train", "databases"] + split.loc["test", "databases"] == 19
+    assert split.loc["test", "used"] == 6 and split.loc["train", "used"] == 4
+
+
 # The tables with trained rows, by notebook; each carries the scale columns.
 TRAINED_TABLES = {
     "05_vanilla_rl": ("05_test_results", "05_comparisons"),
@@ -250,6 +275,7 @@ TRAINED_TABLES = {
     "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results"),
     "10_evaluation": ("10_comparisons",),
     "12_acqo_vanilla_rl": ("12_vanilla_results", "12_comparisons"),
+    "13_deepretrieval_sql": ("13_sql_results", "13_comparisons"),
 }
 
 

@@ -68,3 +68,36 @@ def test_accuracy_by_level_and_levels_from_dev_json(tmp_path):
         T.accuracy_by_level(scores.assign(qid=["x", "y", "z"]), levels)
     with pytest.raises(QrlibError, match="needs gold_sql"):
         T.score_sql([{"qid": "a", "schema": "", "question": "", "db_id": "", "db_path": ""}], {})
+
+
+def test_gold_targets_start_like_the_select_prefill(rows):
+    low = [{**rows[0], "gold_sql": "select count(*) from t"}]
+    target = T.gold_targets(low, "deepretrieval/sql-nothink")[0]["sft_target"]
+    assert target.startswith('<answer>{"query": "SELECT count(*) from t')
+
+
+def test_sample_questions_is_seeded_and_sorted(rows):
+    a = T.sample_questions(rows, 2, seed=1)
+    assert a == T.sample_questions(list(reversed(rows)), 2, seed=1)
+    assert [r["qid"] for r in a] == sorted(r["qid"] for r in a) and len(a) == 2
+    assert len(T.sample_questions(rows, None)) == 3 == len(T.sample_questions(rows, 10))
+    with pytest.raises(QrlibError, match="positive number"):
+        T.sample_questions(rows, 0)
+
+
+def test_gold_sql_scores_one_and_databases_do_not_cross_the_split(shared_data):
+    """On real Spider databases: the gold query matches itself through the sandbox (the
+    comparison is not broken), a wrong one does not, and no database is in both parts."""
+    from qrlib.data.datasets import load_spider
+    from qrlib.data.rows import rows_from_spider
+
+    sp = load_spider(shared_data / "spider-dev")
+    train, test = rows_from_spider(sp, "train"), rows_from_spider(sp, "test")
+    assert not {r["db_id"] for r in train} & {r["db_id"] for r in test}
+    rows = T.sample_questions(test, 25, seed=0)
+    s = T.score_sql(rows, {r["qid"]: r["gold_sql"] for r in rows})
+    assert s.exec_match.all() and s.executed.all()
+    wrong = T.score_sql(rows, {r["qid"]: "SELECT 1" for r in rows})
+    assert wrong.executed.all() and wrong.exec_match.mean() < 0.2
+    levels = T.spider_levels(shared_data / "spider-dev" / "dev.json")
+    assert set(T.accuracy_by_level(s, levels)) >= {"all", "easy", "medium"}

@@ -49,16 +49,18 @@ def _check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def generate_sql(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], prompt: str, *,
-                 max_new_tokens: int = 160, batch_size: int = 8, autocast: bool | None = False,
-                 progress: bool = False) -> Any:
+                 prefill: str | None = None, max_new_tokens: int = 160, batch_size: int = 8,
+                 autocast: bool | None = False, progress: bool = False) -> Any:
     """Greedy SQL for each row; one row per question with ``qid, db_id, completion,
     format_ok, sql, think_words, gen_tokens, gen_seconds`` (``sql`` empty when nothing
-    parses). The prompt's ``meta`` gives its output format and prefill."""
+    parses). The prompt's ``meta`` gives its output format, and its prefill unless
+    ``prefill`` is given (e.g. ``<answer>{"query": "SELECT``, as the training rollouts)."""
     import pandas as pd
 
     _check_rows(rows)
     template = as_template(prompt)
-    fmt, prefill = template.meta.get("fmt", "deepretrieval-nothink"), template.meta.get("prefill", "")
+    fmt = template.meta.get("fmt", "deepretrieval-nothink")
+    prefill = template.meta.get("prefill", "") if prefill is None else prefill
     out_rows = []
     step = engine.chunk_size(batch_size, len(rows))
     starts = range(0, len(rows), step)
@@ -113,13 +115,35 @@ def score_sql(rows: Sequence[Mapping[str, Any]], generated: Mapping[str, str], *
 
 def gold_targets(rows: Sequence[Mapping[str, Any]], prompt: str) -> list[dict[str, Any]]:
     """The rows with ``sft_target``: the gold SQL in the prompt's answer layout (a
-    no-think prompt; a think prompt has no gold reasoning to imitate)."""
+    no-think prompt; a think prompt has no gold reasoning to imitate). A leading
+    ``select`` is written ``SELECT`` (44 of Spider dev's gold queries), so every target
+    starts like a ``...SELECT`` prefill."""
     template = as_template(prompt)
     if template.meta.get("prefill"):
         raise QrlibError(f"gold SQL targets need a prompt without reasoning; {template.name} "
                          "prefills " + repr(template.meta["prefill"]))
     fmt = template.meta.get("fmt", "deepretrieval-nothink")
-    return [{**r, "sft_target": sft_target(r["gold_sql"], fmt)} for r in rows]
+    out = []
+    for r in rows:
+        gold = r["gold_sql"].strip()
+        if gold[:6].lower() == "select":
+            gold = "SELECT" + gold[6:]
+        out.append({**r, "sft_target": sft_target(gold, fmt)})
+    return out
+
+
+def sample_questions(rows: Sequence[Mapping[str, Any]], n: int | None, *,
+                     seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` rows drawn without replacement (seeded; all rows, in qid order, for None or
+    ``n >= len(rows)``), returned in qid order."""
+    import random
+
+    rows = sorted((dict(r) for r in rows), key=lambda r: r["qid"])
+    if n is None or n >= len(rows):
+        return rows
+    if n < 1:
+        raise QrlibError(f"n must be a positive number of questions or None, got {n}")
+    return sorted(random.Random(seed).sample(rows, n), key=lambda r: r["qid"])
 
 
 def spider_levels(dev_json: str | os.PathLike) -> dict[str, str]:

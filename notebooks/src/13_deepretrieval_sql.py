@@ -1,0 +1,312 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # adapters, logs and generated SQL of this notebook go here
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run
+cache_dir = None  # shared cache (dequantised models); None means qrlib default
+seed = 0  # seed for the question sample, sampling and bootstrap
+data_dir = None  # data root holding spider-dev; None means ../shared/data or $QRLIB_DATA
+model = "smollm2"  # policy; the paper's Table 3 uses Qwen2.5(-Coder)-3B/7B
+test_fraction = 0.3  # share of databases held out for testing (qrlib.data.rows.spider_db_split)
+n_train_queries = 8  # training questions drawn from the training databases (None: all)
+n_test_queries = 8  # test questions (None: every question of the test databases)
+zero_shot_prompts = ["deepretrieval/sql-think", "deepretrieval/sql-nothink"]  # zero-shot rows
+rl_prompt = "deepretrieval/sql-nothink"  # the prompt RL and SFT train with
+prefill = '<answer>{"query": "SELECT'  # start of the answer in training and evaluation (no-think)
+rl_runs = ["scratch", "coldstart"]  # RL from scratch and/or RL after the SFT cold start
+reward_preset = "paper"  # deepretrieval_sql preset: paper (Table 8) | released (spider.py)
+exec_bonus = 0.0  # App. F's +0.3 for SQL that runs (BIRD); 0 on Spider, as Table 8
+train_steps = 2  # RL optimizer steps of each run
+sft_steps = 2  # SFT steps on gold SQL before RL in the cold-start run (and the SFT row)
+prompts_per_step = 1  # distinct questions per RL step
+num_generations = 2  # rollouts per question
+max_completion_length = 32  # token budget of one rollout
+temperature = 1.0  # rollout sampling temperature
+top_p = 1.0  # rollout nucleus sampling
+learning_rate = 1e-5  # LoRA learning rate (RL)
+sft_learning_rate = 1e-4  # LoRA learning rate (SFT)
+lora_r = 16  # LoRA rank
+dynamic_sampling = 0  # DAPO dynamic sampling rounds (0: off)
+eval_max_new_tokens = 32  # greedy budget of a test query (think prompts need more)
+eval_think_max_new_tokens = 64  # greedy budget with reasoning
+eval_autocast = False  # bf16 autocast of greedy decoding (False keeps the fp32 model's outputs)
+sql_timeout_s = 2.0  # wall-clock limit of one statement in the sandbox
+bootstrap = 2000  # paired-bootstrap resamples
+n_examples = 6  # example queries shown
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
+
+# %% [markdown]
+# # 13 · DeepRetrieval's database search: SQL as the query (Table 3)
+#
+# DeepRetrieval treats text-to-SQL as one more search task: the policy reads a question
+# and a database schema and writes **one SQLite query**; the "retriever" is the database
+# itself, and the reward asks whether the query returns the right rows (DeepRetrieval
+# Sec. 3.3, Table 8):
+#
+# $$ r = \begin{cases} r_\text{format} + \mathbb 1\big[\mathrm{exec}(\hat s) = \mathrm{exec}(s^*)\big] & \text{well-formed answer} \\ -1 & \text{otherwise,} \end{cases} $$
+#
+# compared as Spider's execution accuracy compares results (order matters only when the
+# gold query sorts). App. F adds $+0.3$ for SQL that runs without error on BIRD
+# (`exec_bonus`); the released `spider.py` compares result *sets* and adds a format bonus
+# (`reward_preset="released"`).
+#
+# **The split.** Spider dev's databases (19 of 20 are in the offline copy; the 62
+# questions on `wta_1` are skipped and counted) are divided by a hash of the database name,
+# so **no database is in both** the training and the test questions. Every generated
+# statement runs in a sandbox: a separate process, read-only, time-limited
+# (`qrlib.data.sql`).
+#
+# **The rows** (Table 3's, on our test databases with our policy): zero-shot with and
+# without reasoning; SFT on the gold SQL of the training databases; RL from scratch; RL
+# after the SFT cold start. Each is compared with the zero-shot model without reasoning,
+# question by question, with a 95 % paired bootstrap, and reported per Spider hardness
+# level (`qrlib.eval.spider_hardness`, Spider's own rules).
+
+# %%
+import gc
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if cache_dir:
+    os.environ["QRLIB_CACHE"] = str(cache_dir)
+
+import pandas as pd
+import torch
+
+from qrlib import plots
+from qrlib.core.io import save_json, save_table
+from qrlib.data import datasets as qdata
+from qrlib.data import rows as qrows
+from qrlib.eval import published
+from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.record import Recorder
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.generation import engine, policy, prompts
+from qrlib.methods.deepretrieval import sql_task
+from qrlib.rl.env import RewardEnv
+from qrlib.rl.train import load_config, train
+
+plots.setup()
+print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
+torch.manual_seed(seed)
+if torch_threads:
+    torch.set_num_threads(int(torch_threads))
+run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+out_dir = run_dir / "13_deepretrieval_sql"
+out_dir.mkdir(parents=True, exist_ok=True)
+record = Recorder(run_dir, "13_deepretrieval_sql")  # key numbers, read back by the smoke tests
+
+# %% [markdown]
+# ## 1. Questions, databases and the split
+
+# %%
+SPIDER = qdata.load_spider(data_dir)
+LEVELS = sql_task.spider_levels(Path(SPIDER.meta["source"]) / "dev.json")
+ALL_TRAIN = qrows.rows_from_spider(SPIDER, "train", test_fraction=test_fraction)
+ALL_TEST = qrows.rows_from_spider(SPIDER, "test", test_fraction=test_fraction)
+TRAIN_ROWS = sql_task.sample_questions(ALL_TRAIN, n_train_queries, seed=seed)
+TEST_ROWS = sql_task.sample_questions(ALL_TEST, n_test_queries, seed=seed)
+SPLIT = pd.DataFrame([{"part": part, "databases": len({r["db_id"] for r in rs}),
+                       "questions": len(rs), "used": len(used),
+                       **{lv: sum(LEVELS[r["qid"]] == lv for r in used) for lv in sql_task.LEVELS}}
+                      for part, rs, used in (("train", ALL_TRAIN, TRAIN_ROWS),
+                                             ("test", ALL_TEST, TEST_ROWS))])
+save_table(SPLIT, "13_split", tables_dir,
+           caption=f"Spider dev split by database (test_fraction={test_fraction}; no database in "
+                   f"both); skipped for a missing database: {SPIDER.skipped}; hardness levels of "
+                   "the questions used")
+print("test databases:", sorted({r["db_id"] for r in ALL_TEST}))
+SPLIT
+
+# %% [markdown]
+# The prompt (the schema is the database's `CREATE TABLE` statements):
+
+# %%
+print(prompts.render(prompts.get(rl_prompt), schema=TEST_ROWS[0]["schema"][:400] + " ...",
+                     question=TEST_ROWS[0]["question"])[-1]["content"])
+
+# %% [markdown]
+# ## 2. Training: RL from scratch, and RL after an SFT cold start on gold SQL
+#
+# Both runs use the same questions, reward, sampling and step budget (DAPO: token-level
+# loss, clip $[0.2, 0.28]$, no KL). The cold-start run first fine-tunes on the gold SQL of
+# its training questions (`sft_steps`); that SFT-only adapter is also evaluated as the
+# "SFT on gold" row.
+
+# %%
+env = RewardEnv(None, {}, reward="deepretrieval_sql", fmt=prompts.get(rl_prompt).meta["fmt"],
+                preset=None if reward_preset == "paper" else reward_preset,
+                sql_timeout_s=sql_timeout_s, lenient=False,
+                **({"exec_bonus": exec_bonus} if exec_bonus else {}))
+RUNS = {"RL from scratch": dict(sft_steps=0, rows=TRAIN_ROWS, name="sql-scratch"),
+        "RL after SFT": dict(sft_steps=sft_steps, name="sql-coldstart",
+                             rows=sql_task.gold_targets(TRAIN_ROWS, rl_prompt))}
+RUNS = {k: v for k, v in RUNS.items() if v["name"].split("-")[1] in rl_runs}
+SUMMARIES = {}
+for label, spec in RUNS.items():
+    cfg = load_config(dict(
+        name=spec["name"], run_dir=str(run_dir),
+        model=model, prompt=rl_prompt, prefill=prefill, reward="deepretrieval_sql",
+        algorithm="dapo", max_steps=train_steps, sft_steps=spec["sft_steps"],
+        sft_learning_rate=sft_learning_rate, prompts_per_step=prompts_per_step,
+        num_generations=num_generations, max_completion_length=max_completion_length,
+        temperature=temperature, top_p=top_p, learning_rate=learning_rate, lora_r=lora_r,
+        lora_alpha=2 * lora_r, dynamic_sampling=dynamic_sampling, stop=['"}'],
+        save_steps=max(1, train_steps // 4), seed=seed))
+    SUMMARIES[label] = s = train(cfg, env=env, rows=spec["rows"])
+    print(label, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
+save_json(SUMMARIES, out_dir / "summaries.json")
+LOGS = {k: pd.read_csv(s["log"], dtype={"qids": str}) for k, s in SUMMARIES.items()}
+
+# %% [markdown]
+# ### Training curves
+#
+# Reward per step (execution match plus format terms), the share of rollouts that ran
+# without error and the share that matched the gold result.
+
+# %%
+import matplotlib.pyplot as plt
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+for i, (label, log) in enumerate(LOGS.items()):
+    axes[0].plot(log.step, log.reward.rolling(8, min_periods=1).mean(), color=f"C{i}", label=label)
+    axes[1].plot(log.step, log.format_valid.rolling(8, min_periods=1).mean(), color=f"C{i}",
+                 label=label)
+axes[0].set(xlabel="training step", ylabel="reward (rolling mean of 8)")
+axes[1].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
+for ax in axes:
+    plots.legend_outside(ax, where="below")
+fig.tight_layout()
+plots.save_figure(fig, "13_sql_curves", figures_dir, profile=profile,
+                  caption="SQL RL runs: reward and format validity per step",
+                  setting=f"{model}; from the logs: "
+                          + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
+
+# %% [markdown]
+# ## 3. The test: every row on the same test questions
+#
+# Greedy decoding; the statement is parsed as the reward parses it and run in the sandbox.
+# Execution accuracy is the share of questions whose result equals the gold query's.
+
+# %%
+MODELS = {f"zero-shot ({p.split('-')[-1]})": (None, p) for p in zero_shot_prompts}
+if "RL after SFT" in SUMMARIES:
+    MODELS["SFT on gold (nothink)"] = (SUMMARIES["RL after SFT"].get("sft_adapter"), rl_prompt)
+for label, s in SUMMARIES.items():
+    MODELS[label] = (s["adapter"], rl_prompt)
+GEN, SCORES = {}, {}
+for label, (adapter, prompt) in MODELS.items():
+    if label.startswith("SFT") and adapter is None:
+        continue  # sft_steps == 0
+    think = prompts.get(prompt).meta.get("prefill") == "<think>"
+    m, tok = policy.load_policy(model, adapter=adapter)
+    GEN[label] = g = sql_task.generate_sql(
+        m, tok, TEST_ROWS, prompt, prefill=None if think else prefill,
+        max_new_tokens=eval_think_max_new_tokens if think else eval_max_new_tokens,
+        autocast=eval_autocast)
+    del m
+    gc.collect()
+    SCORES[label] = sql_task.score_sql(TEST_ROWS, dict(zip(g.qid, g.sql)), timeout_s=sql_timeout_s)
+    print(f"{label}: {SCORES[label].exec_match.mean():.3f} execution accuracy, "
+          f"{g.format_ok.mean():.2f} well-formed, {SCORES[label].executed.mean():.2f} ran")
+engine.close_engines()
+save_json({k: v.to_dict("records") for k, v in GEN.items()}, out_dir / "generated.json")
+
+# %% [markdown]
+# ## 4. Table 3 on our test databases
+#
+# Execution accuracy overall and per Spider hardness level, next to the training scale of
+# each row, and each row against the zero-shot model without reasoning (95 % paired
+# bootstrap over the test questions; the `qrlib.eval.compare` schema).
+
+# %%
+SFT_SCALE = dict(sft_steps=sft_steps, sft_queries=len(TRAIN_ROWS))
+SCALE = {label: scale_columns(model, [log], test_queries=len(TEST_ROWS),
+                              **(SFT_SCALE if RUNS[label]["sft_steps"] else {}))
+         for label, log in LOGS.items()}
+SCALE["SFT on gold (nothink)"] = scale_columns(model, test_queries=len(TEST_ROWS), **SFT_SCALE)
+rows = []
+for label, sc in SCORES.items():
+    acc = sql_task.accuracy_by_level(sc, LEVELS)
+    rows.append({"model": label, "execution accuracy": acc["all"],
+                 **{lv: acc.get(lv, float("nan")) for lv in sql_task.LEVELS},
+                 "ran": sc.executed.mean(), "well-formed": GEN[label].format_ok.mean(),
+                 "gen tokens": GEN[label].gen_tokens.mean(),
+                 "think words": GEN[label].think_words.mean(),
+                 **SCALE.get(label, scale_columns(model, test_queries=len(TEST_ROWS)))})
+TABLE3 = pd.DataFrame(rows)
+save_table(TABLE3.round(4), "13_sql_results", tables_dir,
+           caption=f"SQL database search on Spider dev's test databases ({len(TEST_ROWS)} "
+                   "questions): execution accuracy overall and per Spider hardness level; "
+                   f"training scale ({', '.join(SCALE_COLUMNS)}) from the runs' logs")
+BASE = "zero-shot (nothink)"
+cmp_rows = []
+for label, sc in SCORES.items():
+    if label == BASE or BASE not in SCORES:
+        continue
+    trained = label.startswith(("RL", "SFT"))
+    cmp_rows.append(compare(
+        dict(zip(sc.qid, sc.exec_match.astype(float))),
+        dict(zip(SCORES[BASE].qid, SCORES[BASE].exec_match.astype(float))),
+        paper="deepretrieval", dataset="spider-dev (test databases)", retriever="sqlite",
+        metric="execution accuracy", method=label,
+        kind="trained" if label.startswith("RL") else "warm start" if trained else "untrained",
+        baseline=BASE, baseline_kind="untrained",
+        scale=SCALE.get(label, scale_columns(model, test_queries=len(TEST_ROWS))),
+        resamples=bootstrap, seed=seed))
+COMPARISONS = comparison_table(cmp_rows)
+save_table(COMPARISONS.round(4), "13_comparisons", tables_dir,
+           caption="Each row minus the zero-shot model without reasoning, execution accuracy, "
+                   "95% paired bootstrap over the test questions (qrlib.eval.compare schema)")
+for _, r in TABLE3.iterrows():
+    record(f"sql.{r.model}.exec_acc", r["execution accuracy"])
+for _, r in COMPARISONS.iterrows():
+    record(f"sql.{r.method} minus {r.baseline}", [r["diff"], r.lo, r.hi])
+TABLE3.round(3)
+
+# %% [markdown]
+# The paper's Table 3 (execution accuracy in %, Spider dev and BIRD dev, 3B-7B policies;
+# from `qrlib/methods/deepretrieval/published.yaml`):
+
+# %%
+published.table("deepretrieval", "Table 3")
+
+# %% [markdown]
+# ## 5. Examples
+
+# %%
+ex = []
+for label in ("zero-shot (nothink)", "RL after SFT"):
+    if label in GEN:
+        g = GEN[label].set_index("qid")
+        s = SCORES[label].set_index("qid")
+        for r in TEST_ROWS[:n_examples]:
+            ex.append({"model": label, "question": r["question"], "generated": g.loc[r["qid"], "sql"],
+                       "match": bool(s.loc[r["qid"], "exec_match"]), "gold": r["gold_sql"]})
+pd.set_option("display.max_colwidth", 120)
+pd.DataFrame(ex)
+
+# %% [markdown]
+# ## What we found
+#
+# Read from `13_sql_results` and `13_comparisons` of this run:
+
+# %%
+for _, r in TABLE3.iterrows():
+    print(f"{r.model}: execution accuracy {r['execution accuracy']:.3f} "
+          f"(easy {r.easy:.2f}, medium {r.medium:.2f}, hard {r.hard:.2f}, extra {r.extra:.2f}); "
+          f"{r.ran:.0%} of the statements ran")
+for _, r in COMPARISONS.iterrows():
+    print(describe(r))
