@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   qrlib:
-#     reads: [05_vanilla_rl, 06_acqo_stage1, 07_acqo_stage2, 08_sage_rlqr]  # earlier notebooks whose artifacts this one reads (qrlib.freshness)
+#     reads: [05_vanilla_rl]  # earlier notebooks whose artifacts this one reads (qrlib.freshness)
 #   jupytext:
 #     text_representation:
 #       extension: .py
@@ -34,7 +34,7 @@ torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 # * **latency per query** split into generation, retrieval and fusion (ACQO Table 6a);
 # * **generated tokens** per query (ACQO Table 8).
 #
-# It also loads every trained LoRA adapter of the run (`run_dir/rl/*/adapter`) and times
+# It also loads the LoRA adapter behind each trained rewrite (`run_dir/rl/<run>/adapter`) and times
 # its generation on a few queries, so the latency table does not depend on how busy the
 # machine was while the training notebook ran.
 #
@@ -75,7 +75,7 @@ LABELS = {"RR@3": "MRR@3", "RR@10": "MRR@10", "AP@10": "MAP@10", "nDCG@3": "NDCG
 # ## 1. What the run holds
 #
 # **Step 1** lists what earlier notebooks of this run left behind: one rewrite file per
-# (source notebook, dataset, method) and every trained LoRA adapter. Nothing is recomputed
+# (source notebook, dataset, method) and the LoRA adapter behind each trained rewrite. Nothing is recomputed
 # here; a notebook that did not run in this profile simply contributes no rows.
 
 # %%
@@ -90,16 +90,12 @@ for src in sources:
     for p in sorted((base / "rewrites").glob("*/*.jsonl")):
         found.append((src, p.parent.name, p.stem, p))
 inventory = pd.DataFrame([(s, d, m) for s, d, m, _ in found], columns=["source", "dataset", "method"])
-def _rewrites_one_query(adapter):
-    """Adapters of single-query rewriters (notebook 05); the ACQO decomposers of 06-07 are
-    evaluated, with their own latency split, in notebook 07."""
-    from qrlib.generation.prompts import as_template
-
-    return tuple(as_template(load_json(adapter.parent / "config.json")["prompt"]).fields) == ("query",)
-
-
-adapters = sorted(p.parent for p in run_dir.glob("rl/*/adapter/adapter_config.json"))
-adapters = [a for a in adapters if _rewrites_one_query(a)]
+# the adapters behind the trained rewrites found above (run "<dataset>-<kind>-<mode>" for
+# method "trained-<kind>-<mode>"), not whatever else the run folder holds
+adapters = sorted({run_dir / "rl" / f"{d}-{m[len('trained-'):]}" / "adapter"
+                   for _, d, m, _ in found if m.startswith("trained-")})
+missing = [a for a in adapters if not (a / "adapter_config.json").exists()]
+assert not missing, f"trained rewrites without their adapter: {missing}"
 print(f"{len(found)} rewrite files, {len(adapters)} adapters: {[a.parent.name for a in adapters]}")
 inventory
 
