@@ -27,6 +27,9 @@ Settings (``--variants``, comma-separated):
   vllm     vLLM rollouts and the shared-prompt pass (the default since issue 23)
   vllm-nois as vllm without TRL's importance-sampling correction (saves the no-grad
            forward pass that computes the learner's log-probs of every rollout)
+  vllm-preload as vllm, its process started with tcmalloc and Intel OpenMP in LD_PRELOAD
+           (what vLLM's CPU worker asks for; Debian's libtcmalloc-minimal4 and the
+           libiomp5.so the install brings; the variant fails if neither is found)
 
 Several models in one run: ``--model qwen2.5-coder-0.5b,smollm2``.
 
@@ -66,6 +69,17 @@ VARIANTS["hf-shared"] = dict(VARIANTS["hf"], shared_prompt_pass=True)
 VARIANTS["vllm-unshared"] = dict(VARIANTS["new"], use_vllm=True)
 VARIANTS["vllm"] = dict(VARIANTS["new"], use_vllm=True, shared_prompt_pass=True)
 VARIANTS["vllm-nois"] = dict(VARIANTS["vllm"], vllm_importance_sampling_correction=False)
+VARIANTS["vllm-preload"] = dict(VARIANTS["vllm"])
+PRELOAD_VARIANTS = {"vllm-preload"}
+
+
+def preload_libs() -> list[str]:
+    """tcmalloc and Intel OpenMP for LD_PRELOAD, where this machine has them."""
+    import glob
+
+    found = sorted(glob.glob("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4*"))[:1]
+    found += sorted(glob.glob(os.path.join(sys.prefix, "lib", "libiomp5.so")))[:1]
+    return found
 
 
 def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
@@ -139,7 +153,17 @@ def main() -> int:
                    "--prompts", str(a.prompts),
                    "--retriever", a.retriever] + (["--threads", str(a.threads)]
                                                   if a.threads else [])
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            env = None
+            if v in PRELOAD_VARIANTS:
+                libs = preload_libs()
+                if not libs:
+                    print(f"error: {v} needs libtcmalloc_minimal.so.4 (apt install "
+                          "libtcmalloc-minimal4) or libiomp5.so in the venv; neither found",
+                          file=sys.stderr)
+                    return 2
+                env = dict(os.environ, LD_PRELOAD=":".join(libs))
+                print(f"[{v}] LD_PRELOAD={env['LD_PRELOAD']}", flush=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
             if proc.returncode or not line:
                 print(f"error: setting {v} on {model} failed:\n{proc.stderr[-2000:]}",

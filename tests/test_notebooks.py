@@ -272,7 +272,7 @@ def test_13_sql_rows_compare_with_zero_shot_and_state_their_scale(rec, smoke_run
 TRAINED_TABLES = {
     "05_vanilla_rl": ("05_test_results", "05_comparisons"),
     "07_acqo_stage2": ("07_acqo_results",),
-    "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results"),
+    "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results", "08_comparisons"),
     "10_evaluation": ("10_comparisons",),
     "12_acqo_vanilla_rl": ("12_vanilla_results", "12_comparisons"),
     "13_deepretrieval_sql": ("13_sql_results", "13_comparisons"),
@@ -328,3 +328,15 @@ def test_08_best_of_n_curves_sage_and_rlqr_rows(rec, smoke_run):
             assert lo <= d + 1e-12 and d <= hi + 1e-12, key
             if ".raw query." in key:
                 assert val == [0.0, 0.0, 0.0]
+    # every comparison in the one schema: SAGE rows vs raw agree with the results table,
+    # and the pairwise rows are the difference of the two rows' means
+    from qrlib.eval.compare import check_comparisons, select
+
+    cmp = check_comparisons(read_table(paths["tables_dir"] / "08_comparisons.csv"), "08")
+    res = read_table(paths["tables_dir"] / "08_sage_results.csv").set_index("model")
+    for _, c in select(cmp, paper="sage", **{"baseline kind": "baseline"}).iterrows():
+        assert c["diff"] == pytest.approx(res.loc[c.method, "ΔnDCG@10 vs raw"], abs=2e-4)
+    for _, c in select(cmp, paper="sage", **{"baseline kind": "trained"}).iterrows():
+        assert c["diff"] == pytest.approx(res.loc[c.method, "nDCG@10"]
+                                          - res.loc[c.baseline, "nDCG@10"], abs=2e-4)
+    assert len(select(cmp, paper="rlqr", method="RL-QR", baseline="untrained"))

@@ -110,7 +110,7 @@ from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
 from qrlib.rl.env import RewardEnv
 from qrlib.generation.prompts import REGISTRY, as_template, render_prompt
 from qrlib.eval.record import Recorder
-from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.methods.rlqr.synthesis import PREFILL as SYN_PREFILL
 from qrlib.methods.rlqr.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
@@ -458,21 +458,28 @@ def train_log(summary):
 
 
 KEY_OF = {LABELS[k]: k for k in SAGE_KEYS}
+COMPARISONS = []  # every paired comparison of this notebook, in the workbook's one schema
+SAGE_SCALE = {}
 rows = []
 for (name, label), pq in SAGE_EVAL.items():
     raw = SAGE_EVAL[name, "raw query"]
-    bs = paired_bootstrap(pq.to_dict(), raw.to_dict(), n=bootstrap, seed=seed)
     df = SAGE_REWRITES.get((name, label))
     key = KEY_OF.get(label)
+    SAGE_SCALE[name, label] = scale = scale_columns(
+        None if label == "raw query" else model,
+        [train_log(SAGE_SUMMARIES[name, key])] if key else [], test_queries=len(pq))
+    bs = compare(pq.to_dict(), raw.to_dict(), paper="sage", dataset=name,
+                 retriever=sage_retriever, metric="nDCG@10", method=label,
+                 kind="trained" if key else "baseline" if label == "raw query" else "untrained",
+                 baseline="raw query", scale=scale, resamples=bootstrap, seed=seed)
+    if label != "raw query":
+        COMPARISONS.append(bs)
     rows.append({"dataset": name, "retriever": sage_retriever, "model": label,
                  "nDCG@10": pq.mean(), "ΔnDCG@10 vs raw": bs["diff"], "lo": bs["lo"],
                  "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
                  "modified": df.modified.mean() if df is not None else 0.0,
                  "format ok": df.format_ok.mean() if df is not None else 1.0,
-                 "gen tokens": df.gen_tokens.mean() if df is not None else 0.0,
-                 **scale_columns(None if label == "raw query" else model,
-                                 [train_log(SAGE_SUMMARIES[name, key])] if key else [],
-                                 test_queries=bs["n_queries"])})
+                 "gen tokens": df.gen_tokens.mean() if df is not None else 0.0, **scale})
 SAGE_RESULTS = pd.DataFrame(rows)
 for _, r in SAGE_RESULTS.iterrows():
     record(f"sage.{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])
@@ -487,24 +494,24 @@ SAGE_RESULTS.round(3)
 
 # %% [markdown]
 # ### The rewards against each other (paper: SCS, CRS > Direct > unguided)
+#
+# Each pair on the same test queries, 95 % paired bootstrap; the rows join this notebook's
+# comparison table (`08_comparisons`, the `qrlib.eval.compare` schema).
 
 # %%
 PAIRS = [("direct", "unguided"), ("scs", "direct"), ("crs", "direct"), ("scs", "unguided"),
          ("crs", "unguided")]
-rows = []
 for name in sage_datasets:
     for a, b in PAIRS:
         if a in SAGE_KEYS and b in SAGE_KEYS:
-            bs = paired_bootstrap(SAGE_EVAL[name, LABELS[a]].to_dict(),
-                                  SAGE_EVAL[name, LABELS[b]].to_dict(), n=bootstrap, seed=seed)
-            rows.append({"dataset": name, "a": LABELS[a], "b": LABELS[b], "Δ (a-b)": bs["diff"],
-                         "lo": bs["lo"], "hi": bs["hi"], "interval": fmt_interval(bs),
-                         "reading": f"{LABELS[a]} {verdict(bs['lo'], bs['hi'])} {LABELS[b]}"})
-SAGE_VS = pd.DataFrame(rows, columns=["dataset", "a", "b", "Δ (a-b)", "lo", "hi", "interval",
-                                      "reading"])
-save_table(SAGE_VS.round(4), "08_sage_pairwise", tables_dir,
-           caption="SAGE reward variants against each other, nDCG@10, 95% paired bootstrap")
-SAGE_VS
+            COMPARISONS.append(compare(
+                SAGE_EVAL[name, LABELS[a]].to_dict(), SAGE_EVAL[name, LABELS[b]].to_dict(),
+                paper="sage", dataset=name, retriever=sage_retriever, metric="nDCG@10",
+                method=LABELS[a], kind="trained", baseline=LABELS[b], baseline_kind="trained",
+                scale=SAGE_SCALE[name, LABELS[a]], resamples=bootstrap, seed=seed))
+SAGE_VS = pd.DataFrame([c for c in COMPARISONS if c["baseline kind"] == "trained"])
+for _, r in SAGE_VS.iterrows():
+    print(describe(r))
 
 # %% [markdown]
 # ### Chosen strategies before and after training
@@ -691,19 +698,23 @@ for name, d in RLQR.items():
         for label, df in (("raw query", None), ("untrained", untrained), ("RL-QR", trained)):
             texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
             pq = raw_pq if df is None else ndcg_per_query(te, kind, texts, k=3)
-            bs = paired_bootstrap(pq.to_dict(), raw_pq.to_dict(), n=bootstrap, seed=seed)
+            scale = scale_columns(None if df is None else model,
+                                  [train_log(RLQR_SUMMARIES[name, kind])]
+                                  if label == "RL-QR" else [], test_queries=len(pq))
+            bs = compare(pq.to_dict(), raw_pq.to_dict(), paper="rlqr", dataset=name,
+                         retriever=kind, metric="nDCG@3", method=label,
+                         kind={"raw query": "baseline", "untrained": "untrained"}.get(label, "trained"),
+                         baseline="raw query", scale=scale, resamples=bootstrap, seed=seed)
+            if df is not None:
+                COMPARISONS.append(bs)
             words = pd.Series([len(t.split()) for t in texts.values()])
             rows.append({"dataset": name, "retriever": kind, "model": label,
                          "nDCG@3": pq.mean(), "ΔnDCG@3 vs raw": bs["diff"], "lo": bs["lo"],
                          "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
                          "query words mean": words.mean(), "query words std": words.std(),
                          "format ok": 1.0 if df is None else df.format_ok.mean(),
-                         "modified": 0.0 if df is None else df.modified.mean(),
-                         **scale_columns(None if df is None else model,
-                                         [train_log(RLQR_SUMMARIES[name, kind])]
-                                         if label == "RL-QR" else [],
-                                         test_queries=bs["n_queries"])})
-            RLQR_REWRITES[name, kind, label] = pq
+                         "modified": 0.0 if df is None else df.modified.mean(), **scale})
+            RLQR_REWRITES[name, kind, label] = (pq, scale)
 RLQR_RESULTS = pd.DataFrame(rows)
 for _, r in RLQR_RESULTS.iterrows():
     record(f"rlqr.{r.dataset}.{r.retriever}.{r.model}.ndcg3", r["nDCG@3"])
@@ -716,16 +727,26 @@ save_table(RLQR_RESULTS.round(4), "08_rlqr_results", tables_dir,
                     "each run's log (RL-QR trains on synthetic queries only)"))
 RLQR_RESULTS.round(3)
 
+# %% [markdown]
+# RL-QR against the untrained rewriter, and every comparison of this notebook in the
+# workbook's one schema (`08_comparisons`):
+
 # %%
-rows = []
 for name in RLQR:
     for kind in rlqr_retrievers:
-        bs = paired_bootstrap(RLQR_REWRITES[name, kind, "RL-QR"].to_dict(),
-                              RLQR_REWRITES[name, kind, "untrained"].to_dict(),
-                              n=bootstrap, seed=seed)
-        rows.append({"dataset": name, "retriever": kind, "RL-QR vs untrained": fmt_interval(bs),
-                     "reading": f"RL-QR {verdict(bs['lo'], bs['hi'])} the untrained rewriter"})
-pd.DataFrame(rows)
+        (pq, scale), (base, _) = RLQR_REWRITES[name, kind, "RL-QR"], RLQR_REWRITES[name, kind, "untrained"]
+        COMPARISONS.append(compare(pq.to_dict(), base.to_dict(), paper="rlqr", dataset=name,
+                                   retriever=kind, metric="nDCG@3", method="RL-QR",
+                                   kind="trained", baseline="untrained",
+                                   baseline_kind="untrained", scale=scale, resamples=bootstrap,
+                                   seed=seed))
+CMP = comparison_table(COMPARISONS)
+save_table(CMP.round(4), "08_comparisons", tables_dir,
+           caption="Every paired comparison of notebook 08 (SAGE nDCG@10, RL-QR nDCG@3; mean "
+                   "difference with a 95% paired bootstrap over the test queries; the "
+                   "qrlib.eval.compare schema, with the training scale of the method)")
+CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
+     "RL steps"]].round(3)
 
 # %% [markdown]
 # Paper (RL-QR Table 2, nDCG@3 in %, other indexes and Qwen3-4B to 14B), read from
@@ -737,7 +758,7 @@ published.table("rlqr", "Table 2")
 # %% [markdown]
 # ## What we found
 #
-# Read from `08_best_of_n`, `08_strategy_best_share`, `08_sage_results`, `08_sage_pairwise`
+# Read from `08_best_of_n`, `08_strategy_best_share`, `08_comparisons`, `08_sage_results`
 # and `08_rlqr_results` of this run:
 
 # %%
@@ -749,13 +770,9 @@ for (name, kind), g in top.groupby(["dataset", "retriever"]):
     print(f"best-of-{max(bon_ns)}, {name}/{kind} (raw {raw:.3f}): {order}; "
           f"some rewrite beats raw on "
           + ", ".join(f"{f} {BEATS.loc[(name, kind), f]:.0%}" for f in g.index) + " of queries")
+for _, r in CMP.iterrows():
+    print(describe(r))
 for _, r in SAGE_RESULTS[SAGE_RESULTS.model != "raw query"].iterrows():
-    print(f"{r.dataset}/{r.retriever} {r.model}: nDCG@10 {r['nDCG@10']:.3f}, Δ vs raw "
-          f"{r['ΔnDCG@10 vs raw']:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] -> "
-          f"{verdict(r.lo, r.hi)} the raw query; modified {r.modified:.0%}")
-for _, r in SAGE_VS.iterrows():
-    print(f"{r.dataset}: {r.reading} ({r.interval})")
+    print(f"{r.dataset}/{r.retriever} {r.model}: modified {r.modified:.0%}")
 for _, r in RLQR_RESULTS[RLQR_RESULTS.model != "raw query"].iterrows():
-    print(f"RL-QR {r.dataset}/{r.retriever} {r.model}: nDCG@3 {r['nDCG@3']:.3f}, Δ vs raw "
-          f"{r['ΔnDCG@3 vs raw']:+.3f} [{r.lo:+.3f}, {r.hi:+.3f}] -> "
-          f"{verdict(r.lo, r.hi)} the raw query; {r['query words mean']:.1f} words per query")
+    print(f"RL-QR {r.dataset}/{r.retriever} {r.model}: {r['query words mean']:.1f} words per query")

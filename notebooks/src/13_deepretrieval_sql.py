@@ -21,7 +21,8 @@ n_test_queries = 8  # test questions (None: every question of the test databases
 zero_shot_prompts = ["deepretrieval/sql-think", "deepretrieval/sql-nothink"]  # zero-shot rows
 rl_prompt = "deepretrieval/sql-nothink"  # the prompt RL and SFT train with
 prefill = '<answer>{"query": "SELECT'  # start of the answer in training and evaluation (no-think)
-rl_runs = ["scratch", "coldstart"]  # RL from scratch and/or RL after the SFT cold start
+rl_runs = ["scratch", "coldstart"]  # scratch | coldstart (after SFT) | think (scratch, with reasoning)
+think_prompt = "deepretrieval/sql-think"  # the prompt of the "think" run (Fig. 4: with vs without reasoning)
 reward_preset = "paper"  # deepretrieval_sql preset: paper (Table 8) | released (spider.py)
 exec_bonus = 0.0  # App. F's +0.3 for SQL that runs (BIRD); 0 on Spider, as Table 8
 train_steps = 2  # RL optimizer steps of each run
@@ -29,6 +30,7 @@ sft_steps = 2  # SFT steps on gold SQL before RL in the cold-start run (and the 
 prompts_per_step = 1  # distinct questions per RL step
 num_generations = 2  # rollouts per question
 max_completion_length = 32  # token budget of one rollout
+think_max_completion_length = 64  # token budget of one rollout with reasoning
 temperature = 1.0  # rollout sampling temperature
 top_p = 1.0  # rollout nucleus sampling
 learning_rate = 1e-5  # LoRA learning rate (RL)
@@ -146,24 +148,33 @@ print(prompts.render(prompts.get(rl_prompt), schema=TEST_ROWS[0]["schema"][:400]
 # "SFT on gold" row.
 
 # %%
-env = RewardEnv(None, {}, reward="deepretrieval_sql", fmt=prompts.get(rl_prompt).meta["fmt"],
-                preset=None if reward_preset == "paper" else reward_preset,
-                sql_timeout_s=sql_timeout_s, lenient=False,
-                **({"exec_bonus": exec_bonus} if exec_bonus else {}))
-RUNS = {"RL from scratch": dict(sft_steps=0, rows=TRAIN_ROWS, name="sql-scratch"),
-        "RL after SFT": dict(sft_steps=sft_steps, name="sql-coldstart",
-                             rows=sql_task.gold_targets(TRAIN_ROWS, rl_prompt))}
-RUNS = {k: v for k, v in RUNS.items() if v["name"].split("-")[1] in rl_runs}
+RUNS = {"RL from scratch": dict(run="scratch", sft_steps=0, rows=TRAIN_ROWS, prompt=rl_prompt,
+                                prefill=prefill),
+        "RL after SFT": dict(run="coldstart", sft_steps=sft_steps, prompt=rl_prompt,
+                             prefill=prefill, rows=sql_task.gold_targets(TRAIN_ROWS, rl_prompt)),
+        "RL from scratch (think)": dict(run="think", sft_steps=0, rows=TRAIN_ROWS,
+                                        prompt=think_prompt,
+                                        prefill=prompts.get(think_prompt).meta["prefill"])}
+unknown = sorted(set(rl_runs) - {v["run"] for v in RUNS.values()})
+assert not unknown, f"unknown rl_runs {unknown}; accepted: scratch, coldstart, think"
+RUNS = {k: v for k, v in RUNS.items() if v["run"] in rl_runs}
 SUMMARIES = {}
 for label, spec in RUNS.items():
+    env = RewardEnv(None, {}, reward="deepretrieval_sql",
+                    fmt=prompts.get(spec["prompt"]).meta["fmt"],
+                    think_prefilled=spec["prefill"] == "<think>",
+                    preset=None if reward_preset == "paper" else reward_preset,
+                    sql_timeout_s=sql_timeout_s,
+                    **({"exec_bonus": exec_bonus} if exec_bonus else {}))
+    long = spec["run"] == "think"  # reasoning needs a longer budget
     cfg = load_config(dict(
-        name=spec["name"], run_dir=str(run_dir),
-        model=model, prompt=rl_prompt, prefill=prefill, reward="deepretrieval_sql",
-        algorithm="dapo", max_steps=train_steps, sft_steps=spec["sft_steps"],
-        sft_learning_rate=sft_learning_rate, prompts_per_step=prompts_per_step,
-        num_generations=num_generations, max_completion_length=max_completion_length,
+        name=f"sql-{spec['run']}", run_dir=str(run_dir), model=model, prompt=spec["prompt"],
+        prefill=spec["prefill"], reward="deepretrieval_sql", algorithm="dapo",
+        max_steps=train_steps, sft_steps=spec["sft_steps"], sft_learning_rate=sft_learning_rate,
+        prompts_per_step=prompts_per_step, num_generations=num_generations,
+        max_completion_length=think_max_completion_length if long else max_completion_length,
         temperature=temperature, top_p=top_p, learning_rate=learning_rate, lora_r=lora_r,
-        lora_alpha=2 * lora_r, dynamic_sampling=dynamic_sampling, stop=['"}'],
+        lora_alpha=2 * lora_r, dynamic_sampling=dynamic_sampling, stop=["</answer>"],
         save_steps=max(1, train_steps // 4), seed=seed))
     SUMMARIES[label] = s = train(cfg, env=env, rows=spec["rows"])
     print(label, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
@@ -173,19 +184,20 @@ LOGS = {k: pd.read_csv(s["log"], dtype={"qids": str}) for k, s in SUMMARIES.item
 # %% [markdown]
 # ### Training curves
 #
-# Reward per step (execution match plus format terms), the share of rollouts that ran
-# without error and the share that matched the gold result.
+# Reward per step (execution match plus format terms), the share of well-formed rollouts,
+# and the completion length: with reasoning (the `think` run) it is the length of the
+# reasoning plus the query, the quantity DeepRetrieval's Fig. 4 follows over training.
 
 # %%
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.4))
 for i, (label, log) in enumerate(LOGS.items()):
-    axes[0].plot(log.step, log.reward.rolling(8, min_periods=1).mean(), color=f"C{i}", label=label)
-    axes[1].plot(log.step, log.format_valid.rolling(8, min_periods=1).mean(), color=f"C{i}",
-                 label=label)
+    for ax, col in zip(axes, ("reward", "format_valid", "completion_length")):
+        ax.plot(log.step, log[col].rolling(8, min_periods=1).mean(), color=f"C{i}", label=label)
 axes[0].set(xlabel="training step", ylabel="reward (rolling mean of 8)")
 axes[1].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
+axes[2].set(xlabel="training step", ylabel="completion tokens (reasoning + SQL)")
 for ax in axes:
     plots.legend_outside(ax, where="below")
 fig.tight_layout()
@@ -205,7 +217,7 @@ MODELS = {f"zero-shot ({p.split('-')[-1]})": (None, p) for p in zero_shot_prompt
 if "RL after SFT" in SUMMARIES:
     MODELS["SFT on gold (nothink)"] = (SUMMARIES["RL after SFT"].get("sft_adapter"), rl_prompt)
 for label, s in SUMMARIES.items():
-    MODELS[label] = (s["adapter"], rl_prompt)
+    MODELS[label] = (s["adapter"], RUNS[label]["prompt"])
 GEN, SCORES = {}, {}
 for label, (adapter, prompt) in MODELS.items():
     if label.startswith("SFT") and adapter is None:

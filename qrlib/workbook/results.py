@@ -530,7 +530,7 @@ def _sage_rlqr(d: Doc) -> str:
     if not d.has("08_sage_results"):
         return ""
     out = [f"## SAGE and RL-QR (notebook 08: "
-           f"{_cite('08_best_of_n', '08_strategy_best_share', '08_sage_results', '08_sage_pairwise', '08_rlqr_synthesis', '08_rlqr_results')})\n"]
+           f"{_cite('08_best_of_n', '08_strategy_best_share', '08_sage_results', '08_comparisons' if d.has('08_comparisons') else '08_sage_pairwise', '08_rlqr_synthesis', '08_rlqr_results')})\n"]
     b, s = d.t("08_best_of_n"), d.t("08_strategy_best_share")
     nmax = int(b.N.max())
     fams = list(dict.fromkeys(b.family))
@@ -560,7 +560,12 @@ def _sage_rlqr(d: Doc) -> str:
                + ":\n\n"
                + _md_table(["dataset", "retriever", "model", "nDCG@10",
                             "Δ vs raw [95% CI]", "modified", "tokens", "training scale"], rows))
-    pw = d.t("08_sage_pairwise")
+    if d.has("08_comparisons"):
+        pw = select(check_comparisons(d.t("08_comparisons"), "08_comparisons"), paper="sage",
+                    **{"baseline kind": "trained"})
+        pw = pw.rename(columns={"method": "a", "baseline": "b", "diff": "Δ (a-b)"})
+    else:  # a run published before 08 wrote the comparison schema
+        pw = d.t("08_sage_pairwise")
     if len(pw):
         out.append("\n\nAgainst each other (95% paired bootstrap): "
                    + "; ".join(f"{r.a} − {r.b} {d.interval(r['Δ (a-b)'], r.lo, r.hi)}"
