@@ -223,3 +223,23 @@ def test_sql_reward(tiny_db):
         env(None, comps[:1], qid=["s"], gold_sql=["SELECT 1"])
     with pytest.raises(QrlibError, match="gold_sql or gold_rows"):
         env(None, comps[:1], qid=["s"], db_path=[str(tiny_db)])
+
+
+def test_rlqr_training_parses_as_evaluation_does_when_lenient():
+    """Issue 26 item 7: RL-QR was trained with the strict parser (a malformed rollout found
+    no query, so nothing was searched) and evaluated with the lenient one. With
+    ``lenient=True`` the env searches exactly what evaluation would search, and the format
+    still costs through the penalty."""
+    from qrlib.generation.parsing import parse_completion
+
+    comps = ["<answer>alpha</answer> and some chatter", "<answer>alpha</answer><answer>beta</answer>",
+             "alpha</answer>", "<answer>alpha</answer>"]
+    ret = FakeRetriever()
+    env = RewardEnv(ret, QRELS, reward="rlqr", fmt="plain", k=3, lenient=True)
+    out = env(None, comps, qid=["q1"] * 4)
+    evaluated = [parse_completion(c, "plain", lenient=True).queries for c in comps]
+    assert [r["queries"] for r in env.records] == evaluated
+    assert {t for texts, _ in ret.calls for t in texts} == {q[0] for q in evaluated}
+    strict = RewardEnv(FakeRetriever(), QRELS, reward="rlqr", fmt="plain", k=3)
+    assert sum(strict(None, comps, qid=["q1"] * 4)) < sum(out)
+    assert out[3] > out[0] and out[3] > out[2]   # same query: the malformed ones pay the penalty

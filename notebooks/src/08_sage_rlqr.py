@@ -648,6 +648,13 @@ pd.concat([d["attempts"].head(4).assign(dataset=n) for n, d in RLQR.items()])[
 # penalties span $[\theta, 1]$ (`qrlib.methods.rlqr.rewards`; $\lambda_1 = 1$, $\lambda_2 = 0.5$,
 # $\theta = 0.1$, our choice: the paper gives none). No human query is used for training;
 # the rewriter is then tested on the real test queries of the same index.
+#
+# **Training parses as evaluation does.** A rollout's query is read the way the test
+# rewrites are read (`qrlib.generation.rewrite`: the strict format first, then lenient
+# recovery), so a rollout with chatter around its `<answer>` is still searched, and its
+# format costs through the penalty $\tilde p_i$ rather than by finding no query at all.
+# (Until issue 26 the training env was strict: 1.7 % of the cpu run's rollouts were
+# well-formed, so training almost never saw retrieval.)
 
 # %%
 RLQR_SUMMARIES = {}
@@ -660,7 +667,7 @@ for name, d in RLQR.items():
     syn_qrels = {q: {doc: 1} for q, doc in zip(keep.qid, keep.doc_id)}
     for kind in rlqr_retrievers:
         env = RewardEnv(get_retriever(te, kind), syn_qrels, reward="rlqr", fmt="plain",
-                        queries=syn_queries, k=3)
+                        queries=syn_queries, k=3, lenient=True)  # the evaluation's parse
         cfg = load_config(dict(
             name=f"08-rlqr-{name}-{kind}", run_dir=str(run_dir), model=model, dataset=name,
             retriever=kind, prompt="rlqr/rewrite", fmt="plain", prefill=rlqr_prefill,
