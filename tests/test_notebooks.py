@@ -340,3 +340,8 @@ def test_08_best_of_n_curves_sage_and_rlqr_rows(rec, smoke_run):
         assert c["diff"] == pytest.approx(res.loc[c.method, "nDCG@10"]
                                           - res.loc[c.baseline, "nDCG@10"], abs=2e-4)
     assert len(select(cmp, paper="rlqr", method="RL-QR", baseline="untrained"))
+    # issue 26 item 5: under the paper's group-median baseline CRS's update weights are Direct's
+    crs = read_table(paths["tables_dir"] / "08_crs_readings.csv")
+    group = crs[crs["CRS reading"] == "group"]
+    assert len(group) and (group["max |A_CRS - A_Direct|"] < 1e-6).all()
+    assert (crs[crs["CRS reading"] == "no-centring"]["max |A_CRS - A_Direct|"] > 0).all()

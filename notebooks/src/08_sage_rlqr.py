@@ -514,6 +514,55 @@ for _, r in SAGE_VS.iterrows():
     print(describe(r))
 
 # %% [markdown]
+# ### Why CRS trains exactly as Direct here (issue 26 item 5)
+#
+# CRS (Eq. 2) shapes $\tilde r_i = r_i - b$ with $b$ the median of the group's rewards. GRPO
+# then centres on the group mean and divides by the group's standard deviation
+# (DeepSeekMath Eq. 3, TRL's `GRPOTrainer`):
+#
+# $$ A_i = \frac{\tilde r_i - \overline{\tilde r}}{\operatorname{std}(\tilde r) + \epsilon}
+#        = \frac{(r_i - b) - (\bar r - b)}{\operatorname{std}(r) + \epsilon}
+#        = \frac{r_i - \bar r}{\operatorname{std}(r) + \epsilon}, $$
+#
+# the Direct advantage, for **any** $b$ that is the same for every rollout of a group. The
+# copy penalty (Eq. 3) is applied after the shaping in both, so it does not break the
+# identity. CRS can only differ under a reading where $b$ does not cancel
+# (`qrlib.methods.sage.crs`): advantages taken as the shaped reward itself, without the
+# group-mean centring (REINFORCE with $b$ as its baseline, how Eq. 2 reads on its own), or a
+# baseline per strategy (the median of the group's rollouts that used the same strategy).
+# Below, each reading on the real groups of section 1 (the sampled rewrites of each test
+# query with the five SAGE strategy prompts, their nDCG@10; the strategy is the prompt): how far its update weights are from
+# Direct's.
+
+# %%
+from qrlib.methods.sage import crs as CRS
+
+rows = []
+for (name, kind), g in SCORED[SCORED.family == "SAGE strategies"].groupby(["dataset", "retriever"]):
+    gaps = {reading: [] for reading in CRS.READINGS}
+    flips = {reading: [] for reading in CRS.READINGS}
+    for _, grp in g.groupby("qid"):
+        r, st = grp.ndcg.tolist(), grp.prompt.tolist()  # one prompt per SAGE strategy
+        direct = CRS.group_advantages(r)
+        for reading in CRS.READINGS:
+            a = CRS.crs_advantages(r, st, reading=reading)
+            gaps[reading] += [abs(x - y) for x, y in zip(a, direct)]
+            flips[reading] += [(x > 1e-9) != (y > 1e-9) for x, y in zip(a, direct)]
+    for reading in CRS.READINGS:
+        rows.append({"dataset": name, "retriever": kind, "CRS reading": reading,
+                     "groups": g.qid.nunique(), "max |A_CRS - A_Direct|": max(gaps[reading]),
+                     "mean |A_CRS - A_Direct|": sum(gaps[reading]) / len(gaps[reading]),
+                     "rollouts whose sign differs": sum(flips[reading]) / len(flips[reading])})
+CRS_TABLE = pd.DataFrame(rows)
+for _, r in CRS_TABLE[CRS_TABLE["CRS reading"] == "group"].iterrows():
+    record(f"crs.{r.dataset}.{r.retriever}.max_gap_vs_direct", r["max |A_CRS - A_Direct|"])
+save_table(CRS_TABLE.round(6), "08_crs_readings", tables_dir,
+           caption="CRS (SAGE Eq. 2) against Direct on the sampled groups of section 1: the "
+                   "GRPO update weights differ by 0 under the paper's group-median baseline, "
+                   "and only under the readings where the baseline does not cancel")
+CRS_TABLE.round(4)
+
+# %% [markdown]
 # ### Chosen strategies before and after training
 #
 # Share of test rewrites per strategy id (`none` = no valid id in the answer).
