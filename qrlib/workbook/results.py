@@ -578,6 +578,16 @@ def _sage_rlqr(d: Doc) -> str:
             out.append(" The paper's ordering (SCS, CRS > Direct > unguided) "
                        + ("holds here with intervals above 0." if holds else
                           "is not shown here: not every one of these intervals lies above 0."))
+    if d.has("08_crs_readings"):  # issue 26 item 5: CRS trains as Direct under GRPO
+        crs = d.t("08_crs_readings")
+        g = crs[crs["CRS reading"] == "group"]
+        other = crs[crs["CRS reading"] != "group"]
+        out.append(f" CRS subtracts a group-constant baseline, which GRPO's group-mean centring "
+                   f"removes, so CRS trains exactly as Direct: on the sampled groups "
+                   f"(`08_crs_readings.md`) their update weights differ by at most "
+                   f"{d.n(float(g['max |A_CRS - A_Direct|'].max()), '.1g')}; only a reading "
+                   f"without the centring or with a per-strategy baseline changes them (up to "
+                   f"{d.n(float(other['max |A_CRS - A_Direct|'].max()), '.2f')}).")
     syn = d.t("08_rlqr_synthesis")
     out.append("\n\nRL-QR query synthesis (Alg. 1): "
                + "; ".join(f"{r.dataset}: {int(r.usable)} of {int(r.documents)} documents gave "
@@ -599,6 +609,40 @@ def _sage_rlqr(d: Doc) -> str:
                "(a 135M policy and a few GRPO steps on CPU, against Qwen3-4B and BGE-base); "
                "`cpu-long` runs the Qwen policy with more steps.")
     return "".join(out) + "\n"
+
+
+def _sql(d: Doc) -> str:
+    """DeepRetrieval's SQL database search (notebook 13): Table 3's rows on Spider dev's
+    held-out databases, each against zero-shot by column of ``13_comparisons``. Empty until
+    13 has run in this profile (the gaps section then names it)."""
+    if not (d.has("13_sql_results") and d.has("13_comparisons")):
+        return ""
+    res = d.t("13_sql_results")
+    cmp = check_comparisons(d.t("13_comparisons"), "13_comparisons").set_index("method")
+    split = d.t("13_split").set_index("part") if d.has("13_split") else None
+    head = (f"## DeepRetrieval's SQL database search (notebook 13: "
+            f"{_cite('13_split', '13_sql_results', '13_comparisons')})\n\n")
+    where = ""
+    if split is not None:
+        where = (f"Spider dev split by database: {int(split.loc['train', 'databases'])} training "
+                 f"databases ({int(split.loc['train', 'used'])} training questions used) and "
+                 f"{int(split.loc['test', 'databases'])} test databases "
+                 f"({int(split.loc['test', 'used'])} test questions). ")
+    rows = []
+    for _, r in res.iterrows():
+        c = cmp.loc[r.model] if r.model in cmp.index else None
+        rows.append([r.model, d.n(r["execution accuracy"]),
+                     " / ".join(d.n(r[lv], ".2f") if r[lv] == r[lv] else "–"
+                                for lv in ("easy", "medium", "hard", "extra")),
+                     d.interval(c["diff"], c.lo, c.hi) if c is not None else "–", d.scale(r)])
+    table = _md_table(["row", "execution accuracy", "easy / medium / hard / extra",
+                       f"Δ vs zero-shot (nothink) [95% CI]", "training scale"], rows)
+    trained = cmp[cmp["kind"] == "trained"]
+    tail = "".join(f" {m} {verdict(r.lo, r.hi)} zero-shot without reasoning."
+                   for m, r in trained.iterrows())
+    return (head + where + "Execution accuracy as Spider's evaluation defines it, per Spider "
+            "hardness level; every generated statement ran in the read-only, time-limited "
+            "sandbox.\n\n" + table + "\n\n" + tail.strip() + "\n")
 
 
 def _audit(d: Doc) -> str:
@@ -766,7 +810,7 @@ GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
      "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("07_acqo_results",)),
     ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation) and RL-QR's "
      "annotation-free training on synthesised queries", "issue 11, notebook 08", ("08_",)),
-    ("DeepRetrieval's SQL database search (Table 3)", "issue 12, notebook 11", ("11_sql",)),
+    ("DeepRetrieval's SQL database search (Table 3)", "issue 26, notebook 13", ("13_",)),
     ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
      "reasoning vs no reasoning (Fig. 4)", "issue 12, notebook 11", ("11_evidence_trained",
                                                                     "11_think")),
@@ -811,7 +855,7 @@ def _other_tables(d: Doc) -> str:
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
     ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
-    ("sage and rl-qr", _sage_rlqr), ("beyond BEIR", _audit),
+    ("sage and rl-qr", _sage_rlqr), ("beyond BEIR", _audit), ("sql", _sql),
     ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 
