@@ -54,12 +54,13 @@ rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
 # itself, and the reward asks whether the query returns the right rows (DeepRetrieval
 # Sec. 3.3, Table 8):
 #
-# $$ r = \begin{cases} r_\text{format} + \mathbb 1\big[\mathrm{exec}(\hat s) = \mathrm{exec}(s^*)\big] & \text{well-formed answer} \\ -1 & \text{otherwise,} \end{cases} $$
+# $$ r = \begin{cases} \mathbb 1\big[\mathrm{exec}(\hat s) = \mathrm{exec}(s^*)\big] & \text{well-formed answer} \\ -1 & \text{otherwise,} \end{cases} $$
 #
 # compared as Spider's execution accuracy compares results (order matters only when the
 # gold query sorts). App. F adds $+0.3$ for SQL that runs without error on BIRD
-# (`exec_bonus`); the released `spider.py` compares result *sets* and adds a format bonus
-# (`reward_preset="released"`).
+# (`exec_bonus`); the released `spider.py` compares result *sets*, adds a format bonus of
+# 0.1 to a match and charges −2 for a malformed answer (`reward_preset="released"`,
+# `qrlib.methods.deepretrieval.rewards`).
 #
 # **The split.** Spider dev's databases (19 of 20 are in the offline copy; the 62
 # questions on `wta_1` are skipped and counted) are divided by a hash of the database name,
