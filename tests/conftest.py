@@ -26,3 +26,18 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture
+def tiny_db(tmp_path):
+    """A three-row SQLite database (table t: a INTEGER, b TEXT) for the SQL sandbox tests."""
+    import sqlite3
+
+    path = tmp_path / "db" / "t.sqlite"
+    path.parent.mkdir()
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x")])
+    con.commit()
+    con.close()
+    return path

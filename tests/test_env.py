@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 
 import pytest
 
@@ -187,17 +186,6 @@ def test_every_registered_prompt_declares_a_known_format():
             continue
         assert fmt in formats(), (name, fmt)
         parse_completion("", fmt)                        # accepted by the parser
-
-
-@pytest.fixture
-def tiny_db(tmp_path):
-    path = tmp_path / "t.sqlite"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE t (a INTEGER, b TEXT)")
-    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x")])
-    con.commit()
-    con.close()
-    return path
 
 
 def test_sql_reward(tiny_db):

@@ -3,7 +3,6 @@ limit, bounded values) and Spider-style result comparison."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 
 import pytest
@@ -13,18 +12,6 @@ from hypothesis import strategies as st
 from qrlib.data import sql as S
 from qrlib.data.datasets import SpiderData
 from qrlib.core.errors import QrlibError
-
-
-@pytest.fixture
-def tiny_db(tmp_path):
-    path = tmp_path / "db" / "t.sqlite"
-    path.parent.mkdir()
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE t (a INTEGER, b TEXT)")
-    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x")])
-    con.commit()
-    con.close()
-    return path
 
 
 def files_under(folder):

@@ -13,14 +13,8 @@ from qrlib.methods.deepretrieval import sql_task as T
 
 
 @pytest.fixture
-def rows(tmp_path):
-    path = tmp_path / "t.sqlite"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE t (a INTEGER, b TEXT)")
-    con.executemany("INSERT INTO t VALUES (?, ?)", [(1, "x"), (2, "y"), (3, "x")])
-    con.commit()
-    con.close()
-    base = {"schema": "CREATE TABLE t (a INTEGER, b TEXT)", "db_id": "t", "db_path": str(path)}
+def rows(tiny_db):
+    base = {"schema": "CREATE TABLE t (a INTEGER, b TEXT)", "db_id": "t", "db_path": str(tiny_db)}
     return [{**base, "qid": "spider-0", "question": "How many x?",
              "gold_sql": "SELECT count(*) FROM t WHERE b = 'x'"},
             {**base, "qid": "spider-1", "question": "The a values in order",

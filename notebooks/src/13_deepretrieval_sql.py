@@ -76,17 +76,18 @@ rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
 
 # %%
 import gc
-import os
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
 
+S = session.start("13_deepretrieval_sql", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
+                  torch_threads=torch_threads, rollouts=rollouts)
+run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
+                                                     S.out_dir, S.record)
+
+import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
@@ -94,22 +95,11 @@ from qrlib.data import datasets as qdata
 from qrlib.data import rows as qrows
 from qrlib.eval import published
 from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.eval.record import Recorder
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.generation import engine, policy, prompts
 from qrlib.methods.deepretrieval import sql_task
 from qrlib.rl.env import RewardEnv
 from qrlib.rl.train import load_config, train
-
-plots.setup()
-print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
-torch.manual_seed(seed)
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
-out_dir = run_dir / "13_deepretrieval_sql"
-out_dir.mkdir(parents=True, exist_ok=True)
-record = Recorder(run_dir, "13_deepretrieval_sql")  # key numbers, read back by the smoke tests
 
 # %% [markdown]
 # ## 1. Questions, databases and the split
@@ -190,8 +180,6 @@ LOGS = {k: pd.read_csv(s["log"], dtype={"qids": str}) for k, s in SUMMARIES.item
 # reasoning plus the query, the quantity DeepRetrieval's Fig. 4 follows over training.
 
 # %%
-import matplotlib.pyplot as plt
-
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.4))
 for i, (label, log) in enumerate(LOGS.items()):
     for ax, col in zip(axes, ("reward", "format_valid", "completion_length")):
