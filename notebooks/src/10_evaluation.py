@@ -51,7 +51,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if cache_dir:
     os.environ["QRLIB_CACHE"] = str(cache_dir)
 
-import numpy as np
 import pandas as pd
 import torch
 

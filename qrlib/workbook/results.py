@@ -636,7 +636,7 @@ def _sql(d: Doc) -> str:
                                 for lv in ("easy", "medium", "hard", "extra")),
                      d.interval(c["diff"], c.lo, c.hi) if c is not None else "–", d.scale(r)])
     table = _md_table(["row", "execution accuracy", "easy / medium / hard / extra",
-                       f"Δ vs zero-shot (nothink) [95% CI]", "training scale"], rows)
+                       "Δ vs zero-shot (nothink) [95% CI]", "training scale"], rows)
     trained = cmp[cmp["kind"] == "trained"]
     tail = "".join(f" {m} {verdict(r.lo, r.hi)} zero-shot without reasoning."
                    for m, r in trained.iterrows())
