@@ -73,15 +73,6 @@ VARIANTS["vllm-preload"] = dict(VARIANTS["vllm"])
 PRELOAD_VARIANTS = {"vllm-preload"}
 
 
-def preload_libs() -> list[str]:
-    """tcmalloc and Intel OpenMP for LD_PRELOAD, where this machine has them."""
-    import glob
-
-    found = sorted(glob.glob("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4*"))[:1]
-    found += sorted(glob.glob(os.path.join(sys.prefix, "lib", "libiomp5.so")))[:1]
-    return found
-
-
 def run_one(model: str, steps: int, gens: int, tokens: int, retriever: str,
             settings: dict, prompts: int = 1) -> dict:
     import pandas as pd
@@ -155,10 +146,12 @@ def main() -> int:
                                                   if a.threads else [])
             env = None
             if v in PRELOAD_VARIANTS:
+                from qrlib.workbook.preload import preload_libs
+
                 libs = preload_libs()
                 if not libs:
                     print(f"error: {v} needs libtcmalloc_minimal.so.4 (apt install "
-                          "libtcmalloc-minimal4) or libiomp5.so in the venv; neither found",
+                          "libtcmalloc-minimal4) and libiomp5.so in the venv; one is missing",
                           file=sys.stderr)
                     return 2
                 env = dict(os.environ, LD_PRELOAD=":".join(libs))

@@ -40,6 +40,8 @@ eval_k = 100  # retrieval depth for evaluation (R@100)
 n_examples = 6  # before/after examples shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
 dtype = None  # policy weights: None picks bf16 on CUDA and on CPUs with native bf16 matmul, else fp32
+stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["</answer>"]
+dynamic_sampling = 0  # DAPO dynamic sampling: extra generation rounds per step for groups whose rewards are all equal (0: off)
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
 
 # %% [markdown]
@@ -67,39 +69,30 @@ rollouts = "hf"  # generation engine of training rollouts and sampling/evaluatio
 # see the profile name in every caption.
 
 # %%
-import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
+
+S = session.start("05_vanilla_rl", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from qrlib.data import datasets as qdata
-from qrlib.generation import engine
-from qrlib.eval import metrics
 from qrlib import plots
+from qrlib.core.io import atomic_write, read_table, save_json, save_table
+from qrlib.data import datasets as qdata
+from qrlib.eval import metrics
+from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, log_scale, scale_columns
 from qrlib.generation import policy, rewrite
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
 from qrlib.rl.env import RewardEnv
-from qrlib.eval.scale import PLUMBING_STEPS, log_scale
 from qrlib.rl.train import load_config, train
-from qrlib.core.io import read_table, save_json, save_table
 
-plots.setup()
-print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
-torch.manual_seed(seed)
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
-out_dir = run_dir / "05_vanilla_rl"
-out_dir.mkdir(parents=True, exist_ok=True)
+run_dir, figures_dir, tables_dir, out_dir = S.run_dir, S.figures_dir, S.tables_dir, S.out_dir
 print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
 
 # %% [markdown]
@@ -258,7 +251,8 @@ for name in datasets:
             prompts_per_step=prompts_per_step, num_generations=num_generations,
             max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
             learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-            save_steps=max(1, train_steps // 4), seed=seed, dtype=dtype,
+            save_steps=max(1, train_steps // 4), seed=seed, dtype=dtype, stop=list(stop),
+            dynamic_sampling=dynamic_sampling,
             n_queries=n_train_queries, n_distractors=n_distractors,
             reward_params={"k": reward_k, "lenient": lenient, "format_penalty": format_penalty}))
         t0 = time.perf_counter()
@@ -380,9 +374,6 @@ for name in datasets:
             max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
         del m
 
-from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
-
-
 def row_scale(name, method, n_test):
     """The training scale of a result row, from its run's log (qrlib.eval.scale)."""
     if method.startswith("trained-"):
@@ -434,8 +425,6 @@ results
 # interval excludes 0.
 
 # %%
-from qrlib.eval.compare import compare, comparison_table, describe
-
 cmp_rows = []
 for (name, kind, method), ev in per_query.items():
     if not method.startswith("trained-"):
@@ -485,8 +474,6 @@ with pd.option_context("display.max_colwidth", 120):
 for (name, method), df in REWRITES.items():
     p = out_dir / "rewrites" / name / f"{method}.jsonl"
     p.parent.mkdir(parents=True, exist_ok=True)
-    from qrlib.core.io import atomic_write
-
     atomic_write(p, df.to_json(orient="records", lines=True))
 save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,
            "datasets": datasets, "train_runs": train_runs, "n_test_queries": n_test_queries,
@@ -530,9 +517,7 @@ print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 # %%
 from IPython.display import Markdown
 
-from qrlib.eval.record import Recorder
-
-record = Recorder(run_dir, "05_vanilla_rl")
+record = S.record
 t_train = pd.read_csv(tables_dir / "05_training_summary.csv")
 t_test = pd.read_csv(tables_dir / "05_test_results.csv")
 t_cmp = read_table(tables_dir / "05_comparisons.csv")

@@ -36,6 +36,7 @@ from qrlib.core.io import atomic_write, save_json
 from qrlib.core.lock import LOCK_NAME, run_lock
 from qrlib.core.errors import QrlibError
 from qrlib.workbook import freshness, profiles, publish, results
+from qrlib.workbook.preload import preload_env
 from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
                                      notebook_parameters, notebook_relpath, parameters_for,
                                      profile_files, run_paths, select_notebooks)
@@ -221,7 +222,10 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             started = time.time()
             status, error = "ok", ""
             env = {"QRLIB_READ_LOG": str(log.resolve()),
-                   "QRLIB_READ_WATCH": os.pathsep.join(map(str, watch))}
+                   "QRLIB_READ_WATCH": os.pathsep.join(map(str, watch)),
+                   **preload_env(os.environ.get("LD_PRELOAD"))}
+            if "LD_PRELOAD" in env:
+                print(f"[qrlib] {name}: kernel LD_PRELOAD={env['LD_PRELOAD']}", flush=True)
             old_env = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
             with _PeakMemory() as mem, published_outputs_guard(
@@ -278,7 +282,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                      "allow_dirty": bool(dirty and allow_dirty), "wall_s": row["wall_s"],
                      "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
                      "outputs": outputs, "inputs": inputs,
-                     "reused_training": publish.reused_trainings(executed)}
+                     "reused_training": publish.reused_trainings(executed),
+                     "ld_preload": env.get("LD_PRELOAD", "")}  # timings differ with it
             entry.update(publish.cold_run(entry, manifest.get(name)))
             freshness.save_manifest_entry(profile["name"], name, entry, root)
             save_json({**row, "hash": fp}, marker)
