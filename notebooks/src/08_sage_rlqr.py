@@ -8,7 +8,7 @@
 
 # %% tags=["parameters"]
 profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
-run_dir = "../runs/dev"  # adapters, synthesised queries, rewrites
+run_dir = "../runs/dev"  # adapters and rewrites
 figures_dir = "../figures/dev"  # figures of this run
 tables_dir = "../tables/dev"  # tables of this run
 cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
@@ -49,23 +49,12 @@ learning_rate = 5e-5  # LoRA learning rate
 beta = 0.001  # KL coefficient
 eval_max_new_tokens = 32  # greedy budget for test rewrites
 eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but 16-19 % of a trained adapter's greedy outputs then differ from fp32: benchmarks/bench_eval_precision.py); None: where the CPU has native bf16 matmul
-# --- 4-5. RL-QR (Alg. 1, Eq. 5-6)
-rlqr_datasets = ["scifact"]  # indexes to synthesise for and train one rewriter per retriever on
-rlqr_retrievers = ["bm25", "dense"]  # Lexical and Semantic in RL-QR's terms
-synthesis_model = "qwen2.5-coder-0.5b"  # the offline model that writes the queries
-n_synthesis_docs = 6  # documents sampled from the index
-synthesis_doc_words = 160  # a document is cut to this many words in the prompt
-synthesis_max_new_tokens = 96  # budget of one synthesis
-rlqr_prefill = "<answer>"  # start of the rewriter's answer ("" leaves the tags to the model)
-rlqr_train_steps = 2  # GRPO steps per rewriter
-rlqr_n_test_queries = 20  # real test queries per index; None means all
-rlqr_n_distractors = 300  # corpus cut (synthesis, training and test); None means full
 
 # %% [markdown]
-# # 08 · SAGE and RL-QR: strategy-guided rewriting and annotation-free training
+# # 08 · SAGE: strategy-guided rewriting
 #
-# Two of the five methods change *what the policy is asked to do* rather than the
-# retriever or the fusion:
+# SAGE changes *what the policy is asked to do* rather than the retriever or the fusion
+# (RL-QR, the other method of this kind, has its own notebook, 14):
 #
 # * **SAGE** gives the model a menu of five interpretable rewriting strategies (semantic
 #   expansion, entity disambiguation, sub-question decomposition, concise rewriting,
@@ -74,10 +63,6 @@ rlqr_n_distractors = 300  # corpus cut (synthesis, training and test); None mean
 #   a strategy id and a rewrite, and GRPO is fed nDCG@10 reshaped so that good *strategies*
 #   get credit (SCS, Eq. 1) or so that rollouts compete with the group median (CRS, Eq. 2),
 #   with a penalty for copying the query (Eq. 3).
-# * **RL-QR** needs no human queries at all: an offline model reads documents of the
-#   index and writes questions that those documents answer (Alg. 1); a rewriter per
-#   retriever is then trained on those synthetic questions with nDCG@3 plus a
-#   group-normalised format penalty (Eq. 5-6), and tested on the *real* queries.
 #
 # Everything is compared with the raw query on the same test queries, with 95%
 # paired-bootstrap intervals. Settings are far below the papers' (Qwen3-4B, BGE-base,
@@ -95,7 +80,6 @@ if cache_dir:
     os.environ["QRLIB_CACHE"] = str(cache_dir)
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import torch
 
@@ -108,11 +92,9 @@ from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
 from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
 from qrlib.rl.env import RewardEnv
-from qrlib.generation.prompts import REGISTRY, as_template, render_prompt
+from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.eval.record import Recorder
 from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.methods.rlqr.synthesis import PREFILL as SYN_PREFILL
-from qrlib.methods.rlqr.synthesis import load_synthesis, parse_synthesis, save_synthesis, usable
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.rl.train import load_config, train
 from qrlib.core.io import save_json, save_table
@@ -126,8 +108,7 @@ run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables
 out_dir = run_dir / "08_sage_rlqr"
 out_dir.mkdir(parents=True, exist_ok=True)
 record = Recorder(run_dir, "08_sage_rlqr")  # key numbers, read back by the smoke tests
-print(f"profile={profile} policy={model} synthesis={synthesis_model} "
-      f"torch threads={torch.get_num_threads()}")
+print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
 
 RETRIEVERS = {}
 
@@ -602,220 +583,22 @@ display(ABLATION.round(3))
 paper_t3
 
 # %% [markdown]
-# ## 3. RL-QR: index-aligned query synthesis (Alg. 1, Table 1)
-#
-# The offline model (`synthesis_model`) reads a sampled document of the index (cut to
-# `synthesis_doc_words` words) and writes a JSON object: a scenario in which someone needs
-# the document, the question they would ask, and the answer. The answer is prefilled with
-# `{"scenario": "` so the layout is given. A question is kept when it parses, is not
-# empty (the "not enough information" answer), has 4-64 words and is not copied verbatim
-# from the document (`qrlib.methods.rlqr.synthesis.usable`). Its only relevant document is the source.
-# The set is written in BEIR layout under the run folder and reused by later runs with the
-# same settings.
+# Every comparison of this notebook in the workbook's one schema (`08_comparisons`):
 
 # %%
-RLQR = {}
-for name in rlqr_datasets:
-    full_ds = qdata.load_dataset(name, "test", data_dir=data_dir)
-    te = qdata.subset(full_ds, n_queries=rlqr_n_test_queries, n_distractors=rlqr_n_distractors,
-                      seed=seed)
-    rng = np.random.default_rng(seed)
-    test_docs = {d for rel in te.qrels.values() for d in rel}
-    pool = sorted(set(te.corpus) - test_docs)  # synthesise from documents no test query judges
-    docs = [pool[i] for i in rng.choice(len(pool), size=min(n_synthesis_docs, len(pool)),
-                                        replace=False)]
-    manifest = {"dataset": name, "docs": docs, "model": synthesis_model,
-                "prompt": as_template("rlqr/synthesis").user, "doc_words": synthesis_doc_words,
-                "max_new_tokens": synthesis_max_new_tokens, "prefill": SYN_PREFILL}
-    folder = out_dir / "synthesis" / name
-    attempts, why = load_synthesis(folder, manifest)
-    print(f"{name}: synthesis {why}")
-    if attempts is None:
-        syn, stok = policy.load_policy(synthesis_model)
-        texts = []
-        for d in docs:
-            body = " ".join(te.doc_text(d).split()[:synthesis_doc_words])
-            texts.append(render_prompt("rlqr/synthesis", stok, prefill=SYN_PREFILL, document=body))
-        t0 = time.perf_counter()
-        outs = policy.generate(syn, stok, texts, max_new_tokens=synthesis_max_new_tokens,
-                               batch_size=8, progress=True, autocast=True)
-        syn_seconds = time.perf_counter() - t0
-        del syn
-        gc.collect()
-        attempts = []
-        for d, out in zip(docs, outs):
-            item = parse_synthesis(out, SYN_PREFILL)
-            ok, reason = usable(item, te.doc_text(d))
-            attempts.append({"qid": f"syn-{d}", "doc_id": d, "completion": out,
-                             "usable": ok, "reason": reason, **(item or dict.fromkeys(
-                                 ("scenario", "question", "answer"), ""))})
-        save_synthesis(folder, attempts, {**manifest, "seconds": round(syn_seconds, 1)})
-    RLQR[name] = {"test": te, "attempts": pd.DataFrame(attempts)}
-
-rows = []
-for name, d in RLQR.items():
-    at, te = d["attempts"], d["test"]
-    keep = at[at.usable]
-    words = keep.question.str.split().str.len()
-    row = {"dataset": name, "documents": len(at), "usable": len(keep),
-           "usable share": len(keep) / max(1, len(at)),
-           "question words mean": words.mean() if len(keep) else float("nan"),
-           "question words std": words.std() if len(keep) > 1 else float("nan")}
-    for kind in rlqr_retrievers:
-        if len(keep):
-            ranked = get_retriever(te, kind).search(keep.question.tolist(), 10)
-            pos = [[doc for doc, _ in r].index(src) + 1 if src in [doc for doc, _ in r] else None
-                   for r, src in zip(ranked, keep.doc_id)]
-            row[f"{kind} source@1"] = np.mean([p == 1 for p in pos])
-            row[f"{kind} source@10"] = np.mean([p is not None for p in pos])
-    rows.append(row)
-    for reason, n in at.reason.value_counts().items():
-        print(f"{name}: {n} x {reason}")
-SYNTH = pd.DataFrame(rows)
-for _, r in SYNTH.iterrows():
-    record(f"rlqr.{r.dataset}.synthesis.usable_share", r["usable share"])
-    record(f"rlqr.{r.dataset}.synthesis.usable", r.usable)
-save_table(SYNTH.round(3), "08_rlqr_synthesis", tables_dir,
-           caption=(f"RL-QR query synthesis with {synthesis_model}: usable share, question "
-                    "length, and how often each retriever ranks the source document 1st / in "
-                    "the top 10"))
-SYNTH
-
-# %%
-pd.concat([d["attempts"].head(4).assign(dataset=n) for n, d in RLQR.items()])[
-    ["dataset", "doc_id", "usable", "reason", "scenario", "question", "answer"]]
-
-# %% [markdown]
-# ## 4. RL-QR training: one rewriter per retriever, synthetic queries only (Eq. 5-6)
-#
-# The reward of rollout $i$ is
-#
-# $$ r_i = \lambda_1\,\mathrm{nDCG@3}(q_i) + \lambda_2\,\tilde p_i, $$
-#
-# where $\tilde p_i \le 0$ is the rollout's count of characters outside `<answer>` (all of
-# them when the tags are missing), normalised within the group so that the non-zero
-# penalties span $[\theta, 1]$ (`qrlib.methods.rlqr.rewards`; $\lambda_1 = 1$, $\lambda_2 = 0.5$,
-# $\theta = 0.1$, our choice: the paper gives none). No human query is used for training;
-# the rewriter is then tested on the real test queries of the same index.
-#
-# **Training parses as evaluation does.** A rollout's query is read the way the test
-# rewrites are read (`qrlib.generation.rewrite`: the strict format first, then lenient
-# recovery), so a rollout with chatter around its `<answer>` is still searched, and its
-# format costs through the penalty $\tilde p_i$ rather than by finding no query at all.
-# (Until issue 26 the training env was strict: 1.7 % of the cpu run's rollouts were
-# well-formed, so training almost never saw retrieval.)
-
-# %%
-RLQR_SUMMARIES = {}
-for name, d in RLQR.items():
-    te, at = d["test"], d["attempts"]
-    keep = at[at.usable]
-    assert len(keep) >= 1, (f"{name}: no usable synthesised query ({len(at)} documents); raise "
-                            "n_synthesis_docs or use a stronger synthesis_model")
-    syn_queries = dict(zip(keep.qid, keep.question))
-    syn_qrels = {q: {doc: 1} for q, doc in zip(keep.qid, keep.doc_id)}
-    for kind in rlqr_retrievers:
-        env = RewardEnv(get_retriever(te, kind), syn_qrels, reward="rlqr", fmt="plain",
-                        queries=syn_queries, k=3, lenient=True)  # the evaluation's parse
-        cfg = load_config(dict(
-            name=f"08-rlqr-{name}-{kind}", run_dir=str(run_dir), model=model, dataset=name,
-            retriever=kind, prompt="rlqr/rewrite", fmt="plain", prefill=rlqr_prefill,
-            max_steps=rlqr_train_steps, prompts_per_step=prompts_per_step,
-            num_generations=num_generations, max_completion_length=max_completion_length,
-            temperature=temperature, learning_rate=learning_rate, beta=beta, seed=seed,
-            save_steps=max(1, rlqr_train_steps // 2), n_queries=len(syn_queries)))
-        t0 = time.perf_counter()
-        RLQR_SUMMARIES[name, kind] = train(cfg, env=env, queries=syn_queries)
-        print(f"{name} {kind}: {RLQR_SUMMARIES[name, kind]['steps']} steps, "
-              f"{time.perf_counter() - t0:.0f}s")
-
-# %% [markdown]
-# ### Real test queries: raw vs untrained vs RL-QR (RL-QR Table 2's layout, nDCG@3)
-
-# %%
-rows, RLQR_REWRITES = [], {}
-for name, d in RLQR.items():
-    te = d["test"]
-    base, tok = policy.load_policy(model)
-    untrained = rewrite.rewrite_queries(base, tok, te.queries, "rlqr/rewrite", fmt="plain",
-                                        prefill=rlqr_prefill, max_new_tokens=eval_max_new_tokens,
-                                        autocast=eval_autocast)
-    del base
-    gc.collect()
-    for kind in rlqr_retrievers:
-        m, tok = policy.load_policy(model, adapter=RLQR_SUMMARIES[name, kind]["adapter"])
-        trained = rewrite.rewrite_queries(m, tok, te.queries, "rlqr/rewrite", fmt="plain",
-                                          prefill=rlqr_prefill,
-                                          max_new_tokens=eval_max_new_tokens,
-                                          autocast=eval_autocast)
-        del m
-        gc.collect()
-        raw_pq = ndcg_per_query(te, kind, te.queries, k=3)
-        for label, df in (("raw query", None), ("untrained", untrained), ("RL-QR", trained)):
-            texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
-            pq = raw_pq if df is None else ndcg_per_query(te, kind, texts, k=3)
-            scale = scale_columns(None if df is None else model,
-                                  [train_log(RLQR_SUMMARIES[name, kind])]
-                                  if label == "RL-QR" else [], test_queries=len(pq))
-            bs = compare(pq.to_dict(), raw_pq.to_dict(), paper="rlqr", dataset=name,
-                         retriever=kind, metric="nDCG@3", method=label,
-                         kind={"raw query": "baseline", "untrained": "untrained"}.get(label, "trained"),
-                         baseline="raw query", scale=scale, resamples=bootstrap, seed=seed)
-            if df is not None:
-                COMPARISONS.append(bs)
-            words = pd.Series([len(t.split()) for t in texts.values()])
-            rows.append({"dataset": name, "retriever": kind, "model": label,
-                         "nDCG@3": pq.mean(), "ΔnDCG@3 vs raw": bs["diff"], "lo": bs["lo"],
-                         "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
-                         "query words mean": words.mean(), "query words std": words.std(),
-                         "format ok": 1.0 if df is None else df.format_ok.mean(),
-                         "modified": 0.0 if df is None else df.modified.mean(), **scale})
-            RLQR_REWRITES[name, kind, label] = (pq, scale)
-RLQR_RESULTS = pd.DataFrame(rows)
-for _, r in RLQR_RESULTS.iterrows():
-    record(f"rlqr.{r.dataset}.{r.retriever}.{r.model}.ndcg3", r["nDCG@3"])
-    record(f"rlqr.{r.dataset}.{r.retriever}.{r.model}.delta_vs_raw",
-           [r["ΔnDCG@3 vs raw"], r.lo, r.hi])
-save_table(RLQR_RESULTS.round(4), "08_rlqr_results", tables_dir,
-           caption=("RL-QR on the real test queries: nDCG@3 with a 95% paired-bootstrap "
-                    "interval vs the raw query, and query length in words (mean, std; RL-QR "
-                    f"Tables 2-4 layout); training scale ({', '.join(SCALE_COLUMNS)}) from "
-                    "each run's log (RL-QR trains on synthetic queries only)"))
-RLQR_RESULTS.round(3)
-
-# %% [markdown]
-# RL-QR against the untrained rewriter, and every comparison of this notebook in the
-# workbook's one schema (`08_comparisons`):
-
-# %%
-for name in RLQR:
-    for kind in rlqr_retrievers:
-        (pq, scale), (base, _) = RLQR_REWRITES[name, kind, "RL-QR"], RLQR_REWRITES[name, kind, "untrained"]
-        COMPARISONS.append(compare(pq.to_dict(), base.to_dict(), paper="rlqr", dataset=name,
-                                   retriever=kind, metric="nDCG@3", method="RL-QR",
-                                   kind="trained", baseline="untrained",
-                                   baseline_kind="untrained", scale=scale, resamples=bootstrap,
-                                   seed=seed))
 CMP = comparison_table(COMPARISONS)
 save_table(CMP.round(4), "08_comparisons", tables_dir,
-           caption="Every paired comparison of notebook 08 (SAGE nDCG@10, RL-QR nDCG@3; mean "
-                   "difference with a 95% paired bootstrap over the test queries; the "
-                   "qrlib.eval.compare schema, with the training scale of the method)")
+           caption="Every paired comparison of notebook 08 (SAGE, nDCG@10; mean difference with "
+                   "a 95% paired bootstrap over the test queries; the qrlib.eval.compare schema, "
+                   "with the training scale of the method)")
 CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
      "RL steps"]].round(3)
 
 # %% [markdown]
-# Paper (RL-QR Table 2, nDCG@3 in %, other indexes and Qwen3-4B to 14B), read from
-# `qrlib/methods/rlqr/published.yaml`:
-
-# %%
-published.table("rlqr", "Table 2")
-
-# %% [markdown]
 # ## What we found
 #
-# Read from `08_best_of_n`, `08_strategy_best_share`, `08_comparisons`, `08_sage_results`
-# and `08_rlqr_results` of this run:
+# Read from `08_best_of_n`, `08_strategy_best_share`, `08_comparisons` and `08_sage_results`
+# of this run:
 
 # %%
 top = BON[BON.N == max(bon_ns)]
@@ -830,5 +613,3 @@ for _, r in CMP.iterrows():
     print(describe(r))
 for _, r in SAGE_RESULTS[SAGE_RESULTS.model != "raw query"].iterrows():
     print(f"{r.dataset}/{r.retriever} {r.model}: modified {r.modified:.0%}")
-for _, r in RLQR_RESULTS[RLQR_RESULTS.model != "raw query"].iterrows():
-    print(f"RL-QR {r.dataset}/{r.retriever} {r.model}: {r['query words mean']:.1f} words per query")

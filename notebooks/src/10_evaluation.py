@@ -42,30 +42,28 @@ torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 # `search_texts` for multi-query methods, fused with RSF), `gen_tokens`, `gen_seconds`.
 
 # %%
-import json
-import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
 
+S = session.start("10_evaluation", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads)
+
+import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from IPython.display import Markdown
 
-from qrlib.data import datasets as qdata
-from qrlib.retrieval import fusion, retrievers as retrieval
-from qrlib.eval import metrics
 from qrlib import plots
-from qrlib.generation import policy, rewrite
 from qrlib.core.io import load_json, save_table
+from qrlib.data import datasets as qdata
+from qrlib.eval import metrics
+from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
+from qrlib.generation import policy, rewrite
+from qrlib.retrieval import fusion, retrievers as retrieval
 
-plots.setup()
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
+run_dir, figures_dir, tables_dir = S.run_dir, S.figures_dir, S.tables_dir
 MEASURES = ("RR@3", "nDCG@3", "R@4", "R@10", "R@100", "AP@10", "RR@10", "nDCG@10")
 LABELS = {"RR@3": "MRR@3", "RR@10": "MRR@10", "AP@10": "MAP@10", "nDCG@3": "NDCG@3",
           "nDCG@10": "NDCG@10"}
@@ -203,8 +201,6 @@ effect
 # of the workbook's one comparison schema (`qrlib.eval.compare`). An interval that contains 0 means the run cannot tell the two apart.
 
 # %%
-from qrlib.eval.compare import compare, comparison_table, describe
-
 def method_scale(name, method, n_test):
     """The training scale of a method's row from its run's log (qrlib.eval.scale); a trained
     method whose run log is missing is an error, not a row without training."""
@@ -303,8 +299,6 @@ tokens
 # crosses the dashed zero line is not distinguishable from the raw query.
 
 # %%
-import matplotlib.pyplot as plt
-
 if len(vs_raw):
     pairs = [" · ".join(k) for k in dict.fromkeys(zip(vs_raw.dataset, vs_raw.retriever))]
     methods = list(dict.fromkeys(vs_raw.method))
@@ -333,11 +327,7 @@ if len(vs_raw):
 # `10_generated_tokens`); the key numbers are also recorded for the smoke tests.
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.eval.record import Recorder
-
-record = Recorder(run_dir, "10_evaluation")
+record = S.record
 lines = []
 for r in effect.to_dict("records"):
     record(f"{r['dataset']}.{r['retriever']}.{r['method']}.ndcg10", r["NDCG@10"])

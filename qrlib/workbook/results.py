@@ -524,13 +524,13 @@ def _acqo(d: Doc) -> str:
     return head + " ".join(parts) + "\n\n" + table + tail + "\n"
 
 
-def _sage_rlqr(d: Doc) -> str:
-    """SAGE and RL-QR (notebook 08): best-of-N curves, the trained reward variants against
-    the raw query and each other, RL-QR synthesis and the annotation-free rewriters."""
+def _sage(d: Doc) -> str:
+    """SAGE (notebook 08): best-of-N curves, the trained reward variants against the raw
+    query and each other, and the CRS finding."""
     if not d.has("08_sage_results"):
         return ""
-    out = [f"## SAGE and RL-QR (notebook 08: "
-           f"{_cite('08_best_of_n', '08_strategy_best_share', '08_sage_results', '08_comparisons' if d.has('08_comparisons') else '08_sage_pairwise', '08_rlqr_synthesis', '08_rlqr_results')})\n"]
+    out = [f"## SAGE (notebook 08: "
+           f"{_cite('08_best_of_n', '08_strategy_best_share', '08_sage_results', '08_comparisons' if d.has('08_comparisons') else '08_sage_pairwise')})\n"]
     b, s = d.t("08_best_of_n"), d.t("08_strategy_best_share")
     nmax = int(b.N.max())
     fams = list(dict.fromkeys(b.family))
@@ -588,26 +588,51 @@ def _sage_rlqr(d: Doc) -> str:
                    f"{d.n(float(g['max |A_CRS - A_Direct|'].max()), '.1g')}; only a reading "
                    f"without the centring or with a per-strategy baseline changes them (up to "
                    f"{d.n(float(other['max |A_CRS - A_Direct|'].max()), '.2f')}).")
-    syn = d.t("08_rlqr_synthesis")
-    out.append("\n\nRL-QR query synthesis (Alg. 1): "
+    return "".join(out) + "\n"
+
+
+def _rlqr(d: Doc) -> str:
+    """RL-QR: synthesis and the annotation-free rewriters against the raw query, from
+    notebook 14 (by column of ``14_comparisons``), or from notebook 08's tables of a run
+    made before RL-QR moved to its own notebook."""
+    if d.has("14_rlqr_results") and d.has("14_comparisons"):
+        syn, res = d.t("14_synthesis"), d.t("14_rlqr_results")
+        cmp = check_comparisons(d.t("14_comparisons"), "14_comparisons")
+        out = [f"## RL-QR (notebook 14: {_cite('14_synthesis', '14_rlqr_results', '14_comparisons')})\n"]
+        ci = {(r.dataset, r.retriever, r.method): r
+              for _, r in select(cmp, metric="nDCG@3").iterrows()}
+        rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
+                 d.interval(ci[r.dataset, r.retriever, r.model]["diff"],
+                            ci[r.dataset, r.retriever, r.model].lo,
+                            ci[r.dataset, r.retriever, r.model].hi)
+                 if (r.dataset, r.retriever, r.model) in ci else "-",
+                 f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
+                 d.n(r.modified, ".2f"), d.scale(r)] for _, r in res.iterrows()]
+        trained = select(cmp, kind="trained", metric="nDCG@3")
+    elif d.has("08_rlqr_results"):  # notebook 08 before RL-QR had its own notebook
+        syn, rr = d.t("08_rlqr_synthesis"), d.t("08_rlqr_results")
+        out = [f"## RL-QR (notebook 08, before RL-QR moved to notebook 14: "
+               f"{_cite('08_rlqr_synthesis', '08_rlqr_results')})\n"]
+        rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
+                 d.interval(r["ΔnDCG@3 vs raw"], r.lo, r.hi),
+                 f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
+                 d.n(r.modified, ".2f"), d.scale(r)] for _, r in rr.iterrows()]
+        trained = rr[rr.model == "RL-QR"].rename(columns={"model": "method"})
+    else:
+        return ""
+    out.append("\nQuery synthesis (Alg. 1): "
                + "; ".join(f"{r.dataset}: {int(r.usable)} of {int(r.documents)} documents gave "
                            f"a usable question ({d.n(r['usable share'], '.0%')}), BM25 ranks the "
                            f"source first for {d.n(r['bm25 source@1'], '.0%')}"
                            for _, r in syn.iterrows() if "bm25 source@1" in r) + ".")
-    rr = d.t("08_rlqr_results")
-    rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
-             d.interval(r["ΔnDCG@3 vs raw"], r.lo, r.hi),
-             f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
-             d.scale(r)] for _, r in rr.iterrows()]
     out.append(" Rewriters trained only on synthetic queries, tested on the real ones "
-               "(RL-QR Table 2's layout):\n\n"
+               "(RL-QR Table 2's layout, nDCG@3):\n\n"
                + _md_table(["dataset", "retriever", "model", "nDCG@3", "Δ vs raw [95% CI]",
-                            "query words", "training scale"], rows))
+                            "query words", "modified", "training scale"], rows))
     verdicts = [f"{r.dataset} / {r.retriever}: RL-QR {verdict(r.lo, r.hi)} the raw query"
-                for _, r in rr[rr.model == "RL-QR"].iterrows()]
-    out.append("\n\n" + "; ".join(verdicts) + ". Settings are far below the papers' "
-               "(a 135M policy and a few GRPO steps on CPU, against Qwen3-4B and BGE-base); "
-               "`cpu-long` runs the Qwen policy with more steps.")
+                for _, r in trained.iterrows()]
+    out.append("\n\n" + "; ".join(verdicts) + ". The paper trains Qwen3-4B to 14B on GPUs; "
+               "here a 0.5B policy or smaller on 2 CPU cores (the scale column says how much).")
     return "".join(out) + "\n"
 
 
@@ -808,8 +833,10 @@ def _provenance(d: Doc, tables: list[str]) -> str:
 GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
     ("ACQO's decomposing rewriter trained with the two-stage curriculum, and its rows of "
      "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("07_acqo_results",)),
-    ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation) and RL-QR's "
-     "annotation-free training on synthesised queries", "issue 11, notebook 08", ("08_",)),
+    ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation)", "issue 26, notebook 08",
+     ("08_sage", "08_best_of_n")),
+    ("RL-QR's annotation-free training on synthesised queries", "issue 26, notebook 14",
+     ("14_", "08_rlqr")),
     ("DeepRetrieval's SQL database search (Table 3)", "issue 26, notebook 13", ("13_",)),
     ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
      "reasoning vs no reasoning (Fig. 4)", "issue 12, notebook 11", ("11_evidence_trained",
@@ -855,7 +882,7 @@ def _other_tables(d: Doc) -> str:
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
     ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
-    ("sage and rl-qr", _sage_rlqr), ("beyond BEIR", _audit), ("sql", _sql),
+    ("sage", _sage), ("rl-qr", _rlqr), ("beyond BEIR", _audit), ("sql", _sql),
     ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 
