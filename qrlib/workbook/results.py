@@ -381,9 +381,10 @@ def _rl(d: Doc) -> str:
                      f"{d.n(r.format_first_quarter, '.2f')} → {d.n(r.format_last_quarter, '.2f')}",
                      f"{d.n(r.gain_first_half, '.2f', signed=True)} → {d.n(r.gain_second_half, '.2f', signed=True)}",
                      d.n(r.s_per_step, '.0f')])
-    head = (f"## RL training (notebooks 05 and 10: {_cite('05_training_summary', '05_test_results', '10_latency', '10_generated_tokens')})\n\n"
+    head = (f"## RL training (notebooks 05 and 10: {_cite('05_training_summary', '05_test_results', '05_comparisons', '10_latency', '10_generated_tokens')})\n\n"
             f"`{p05.get('model', '?')}` with LoRA, GRPO, {p05.get('train_steps', '?')} steps × "
-            f"{p05.get('num_generations', '?')} rollouts per retriever, reward nDCG@"
+            f"{p05.get('prompts_per_step', 1)} claims × {p05.get('num_generations', '?')} "
+            f"rollouts per retriever, reward nDCG@"
             f"{p05.get('reward_k', '?')} with a format penalty (DeepRetrieval Table 8 style), "
             f"SciFact train claims in the mode of each run name:\n\n"
             + _md_table(["run", "mean reward, first → last quarter", "format-valid, first → last quarter",
@@ -404,27 +405,25 @@ def _rl(d: Doc) -> str:
             + " SciFact test claims):\n\n"
             + _md_table(["retriever", "raw claim nDCG@10", "untrained nDCG@10", "trained nDCG@10",
                          "R@100 raw / trained", "modification rate", "training scale"], rows))
-    if d.has("10_comparisons"):
-        vs = select(check_comparisons(d.t("10_comparisons"), "10_comparisons"), kind="trained",
+    src = "05_comparisons" if d.has("05_comparisons") else "10_comparisons"
+    if d.has(src):
+        vs = select(check_comparisons(d.t(src), src), kind="trained",
                     dataset="scifact", **{"baseline kind": "baseline"})
         sig = [r for _, r in vs.iterrows() if r.lo > 0]
         verdict = (("**No trained rewrite beats the raw claim with a 95% paired-bootstrap "
-                    "interval that excludes 0** (`10_comparisons.md`): "
-                    if not sig else "Trained rewrites that beat the raw claim with a 95% "
-                    "interval excluding 0 (`10_comparisons.md`): "
+                    f"interval that excludes 0** (`{src}.md`): "
+                    if not sig else "**Trained rewrites that beat the raw claim with a 95% "
+                    f"paired-bootstrap interval excluding 0** (`{src}.md`): "
                     + ", ".join(f"{r.retriever} ({r.method})" for r in sig) + "; all: ")
                    + "; ".join(f"{r.retriever} {d.interval(r['diff'], r.lo, r.hi)}"
                                for _, r in vs.iterrows()) + ". ")
     else:
-        verdict = ("Notebook 10 has not run since the comparison schema (`10_comparisons`) "
-                   "replaced its `10_vs_raw` table, so the intervals against the raw claim are "
-                   "not quoted here. ")
+        verdict = "Neither 05 nor 10 has written its comparison table in this run. "
     body += ("\n\n" + verdict
-             + "DeepRetrieval reports large gains after thousands of GPU steps with a 3B policy; "
-               "a few CPU steps of a 0.5B model on one claim per step mostly buy format "
-               "validity, and the reward gain over the raw claim's own score (`05_gain_over_raw.png`) "
-               "is the learning curve to watch. The levers tried are listed at the end of "
-               "notebook 05; `params/cpu-long.yaml` trains longer and adds NFCorpus.")
+             + "DeepRetrieval trains a 3B policy for thousands of GPU steps; the scale column "
+               "says what was trained here, and the reward gain over the raw claim's own score "
+               "(`05_gain_over_raw.png`) is the learning curve to watch. "
+               "`params/cpu-long.yaml` trains longer and adds NFCorpus.")
     lat = d.t("10_latency")
     tok = d.t("10_generated_tokens")
     gen = lat[lat.generation_ms > 0]
