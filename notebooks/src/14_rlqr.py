@@ -172,6 +172,7 @@ for name, te in DATA.items():
             save_steps=max(1, train_steps // 4))
         print(name, kind, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
 save_json({f"{n}/{k}": s for (n, k), s in SUMMARIES.items()}, out_dir / "summaries.json")
+gc.collect()  # the trainers' models and engines, before the evaluation loads its own
 LOGS = {key: pd.read_csv(s["log"], dtype={"qids": str}) for key, s in SUMMARIES.items()}
 
 # %% [markdown]
