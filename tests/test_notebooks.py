@@ -296,7 +296,7 @@ def test_14_rlqr_rows_against_the_raw_query(rec, smoke_run):
         assert c["test queries"] == 10
         assert c["RL steps"] == (1 if c.method == "RL-QR" else 0)
         assert r[f"scifact.{c.retriever}.{c.method}.nDCG@3.vs_raw"] == pytest.approx(
-            [c["diff"], c.lo, c.hi], abs=1e-6)
+            [c["diff"], c.lo, c.hi], abs=1e-4)  # the table is rounded to 4 decimals
 
 
 # The tables with trained rows, by notebook; each carries the scale columns.
