@@ -591,34 +591,22 @@ def _sage(d: Doc) -> str:
 
 
 def _rlqr(d: Doc) -> str:
-    """RL-QR: synthesis and the annotation-free rewriters against the raw query, from
-    notebook 14 (by column of ``14_comparisons``), or from notebook 08's tables of a run
-    made before RL-QR moved to its own notebook."""
-    if d.has("14_rlqr_results") and d.has("14_comparisons"):
-        syn, res = d.t("14_synthesis"), d.t("14_rlqr_results")
-        cmp = check_comparisons(d.t("14_comparisons"), "14_comparisons")
-        out = [f"## RL-QR (notebook 14: {_cite('14_synthesis', '14_rlqr_results', '14_comparisons')})\n"]
-        ci = {(r.dataset, r.retriever, r.method): r
-              for _, r in select(cmp, metric="nDCG@3").iterrows()}
-        rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
-                 d.interval(ci[r.dataset, r.retriever, r.model]["diff"],
-                            ci[r.dataset, r.retriever, r.model].lo,
-                            ci[r.dataset, r.retriever, r.model].hi)
-                 if (r.dataset, r.retriever, r.model) in ci else "-",
-                 f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
-                 d.n(r.modified, ".2f"), d.scale(r)] for _, r in res.iterrows()]
-        trained = select(cmp, kind="trained", metric="nDCG@3")
-    elif d.has("08_rlqr_results"):  # notebook 08 before RL-QR had its own notebook
-        syn, rr = d.t("08_rlqr_synthesis"), d.t("08_rlqr_results")
-        out = [f"## RL-QR (notebook 08, before RL-QR moved to notebook 14: "
-               f"{_cite('08_rlqr_synthesis', '08_rlqr_results')})\n"]
-        rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
-                 d.interval(r["ΔnDCG@3 vs raw"], r.lo, r.hi),
-                 f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
-                 d.n(r.modified, ".2f"), d.scale(r)] for _, r in rr.iterrows()]
-        trained = rr[rr.model == "RL-QR"].rename(columns={"model": "method"})
-    else:
+    """RL-QR (notebook 14): synthesis and the annotation-free rewriters against the raw
+    query, by column of ``14_comparisons``. Empty until 14 has run in this profile."""
+    if not (d.has("14_rlqr_results") and d.has("14_comparisons")):
         return ""
+    syn, res = d.t("14_synthesis"), d.t("14_rlqr_results")
+    cmp = check_comparisons(d.t("14_comparisons"), "14_comparisons")
+    out = [f"## RL-QR (notebook 14: {_cite('14_synthesis', '14_rlqr_results', '14_comparisons')})\n"]
+    ci = {(r.dataset, r.retriever, r.method): r for _, r in select(cmp, metric="nDCG@3").iterrows()}
+    rows = []
+    for _, r in res.iterrows():
+        c = ci.get((r.dataset, r.retriever, r.model))
+        rows.append([r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
+                     d.interval(c["diff"], c.lo, c.hi) if c is not None else "-",
+                     f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
+                     d.n(r.modified, ".2f"), d.scale(r)])
+    trained = select(cmp, kind="trained", metric="nDCG@3")
     out.append("\nQuery synthesis (Alg. 1): "
                + "; ".join(f"{r.dataset}: {int(r.usable)} of {int(r.documents)} documents gave "
                            f"a usable question ({d.n(r['usable share'], '.0%')}), BM25 ranks the "
@@ -835,7 +823,7 @@ GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
     ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation)", "issue 26, notebook 08",
      ("08_sage", "08_best_of_n")),
     ("RL-QR's annotation-free training on synthesised queries", "issue 26, notebook 14",
-     ("14_", "08_rlqr")),
+     ("14_",)),
     ("DeepRetrieval's SQL database search (Table 3)", "issue 26, notebook 13", ("13_",)),
     ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
      "reasoning vs no reasoning (Fig. 4)", "issue 12, notebook 11", ("11_evidence_trained",
