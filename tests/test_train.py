@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from qrlib.rl import train as T
+from qrlib.rl.checkpoints import prepare_output
+from qrlib.rl.trainer import grpo_args, live_groups, splice
 from qrlib.core.errors import QrlibError
 
 
@@ -231,8 +233,8 @@ def test_splice_keeps_groups_and_pads():
          "completion_ids": torch.tensor([[1, 2], [3, 4]]),
          "completion_mask": torch.ones(2, 2, dtype=torch.long),
          "advantages": torch.tensor([0.5, -0.5]), "num_items_in_batch": torch.tensor(4)}
-    assert T._live_groups(a["advantages"], g) == [1]
-    out = T._splice([a, b], [(0, 1), (1, 0)], g)
+    assert live_groups(a["advantages"], g) == [1]
+    out = splice([a, b], [(0, 1), (1, 0)], g)
     assert out["prompt_ids"].tolist() == [[0, 3, 4], [0, 3, 5], [6, 6, 6], [6, 6, 6]]
     assert out["prompt_mask"].tolist()[0] == [0, 1, 1]            # left padding
     assert out["completion_mask"].tolist()[0] == [1, 0]           # right padding
@@ -312,13 +314,13 @@ def test_run_folder_with_other_rows_is_moved_aside_not_resumed(tmp_path, capsys)
     as another run (it used to be resumed, reusing an adapter trained on other queries)."""
     cfg = T.load_config({"name": "r", "run_dir": str(tmp_path)})
     base = json.loads(json.dumps(__import__("dataclasses").asdict(cfg), default=str))
-    T._prepare_output(cfg, {**base, "rows_fingerprint": "aaa", "env": "E"})
+    prepare_output(cfg, {**base, "rows_fingerprint": "aaa", "env": "E"})
     (cfg.output_dir / "config.json").write_text(json.dumps({**base, "rows_fingerprint": "aaa",
                                                             "env": "E"}))
     (cfg.output_dir / "checkpoint-1").mkdir()
-    T._prepare_output(cfg, {**base, "rows_fingerprint": "aaa", "env": "E", "max_steps": 99})
+    prepare_output(cfg, {**base, "rows_fingerprint": "aaa", "env": "E", "max_steps": 99})
     assert (cfg.output_dir / "checkpoint-1").exists()  # only the step budget changed: resume
-    T._prepare_output(cfg, {**base, "rows_fingerprint": "bbb", "env": "E"})
+    prepare_output(cfg, {**base, "rows_fingerprint": "bbb", "env": "E"})
     assert not (cfg.output_dir / "checkpoint-1").exists()
     assert "rows_fingerprint" in capsys.readouterr().out
     assert any(p.name.startswith("r.stale-") for p in tmp_path.joinpath("rl").iterdir())
@@ -345,11 +347,11 @@ def test_config_types_are_checked_in_one_line():
 def test_grpo_args_carry_the_schedule_and_sampling_knobs(tmp_path):
     cfg = T.load_config({"run_dir": str(tmp_path), "top_k": 20, "min_p": 0.05,
                          "mask_truncated_completions": True})
-    args = T._grpo_args(cfg, batch=8, cuda=False, dtype="float32")
+    args = grpo_args(cfg, batch=8, cuda=False, dtype="float32")
     assert getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type) == "constant"
     assert args.top_k == 20 and args.min_p == 0.05 and args.mask_truncated_completions
-    linear = T._grpo_args(T.load_config({"run_dir": str(tmp_path), "lr_scheduler_type": "linear"}),
-                          batch=8, cuda=False, dtype="float32")
+    linear = grpo_args(T.load_config({"run_dir": str(tmp_path), "lr_scheduler_type": "linear"}),
+                        batch=8, cuda=False, dtype="float32")
     assert getattr(linear.lr_scheduler_type, "value", linear.lr_scheduler_type) == "linear"
 
 
@@ -389,9 +391,9 @@ def test_vllm_asked_where_it_does_not_import_is_one_line(tmp_path, monkeypatch):
     monkeypatch.delenv("QRLIB_ROLLOUTS", raising=False)
     cfg = T.load_config({"run_dir": str(tmp_path), "use_vllm": True})
     with pytest.raises(QrlibError, match="QRLIB_ROLLOUTS=hf"):
-        T._grpo_args(cfg, batch=8, cuda=False, dtype="float32")
+        grpo_args(cfg, batch=8, cuda=False, dtype="float32")
     monkeypatch.setenv("QRLIB_ROLLOUTS", "hf")
-    assert not T._grpo_args(cfg, batch=8, cuda=False, dtype="float32").use_vllm
+    assert not grpo_args(cfg, batch=8, cuda=False, dtype="float32").use_vllm
 
 
 def test_row_prefill_fills_columns_json_escaped_and_reaches_the_reward():
