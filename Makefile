@@ -44,8 +44,11 @@ $(STAMP): pyproject.toml Makefile
 notebooks: install
 	$(BIN)/python -m qrlib build-notebooks
 
+# Two workers: the smoke notebooks (one xdist group, tests/test_notebooks.py) on one, the unit
+# tests on the other. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q --timeout=3000 tests
+	$(BIN)/python -m pytest -q --timeout=3000 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) tests
 
 reproduce: install
 	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --stale

@@ -35,7 +35,7 @@ def test_editing_a_module_makes_exactly_its_importers_stale():
                                                               "09_bandit_selection"}
     # 10 reads the training scale of each row through qrlib.eval.scale, which needs no trainer
     assert _importers("qrlib/rl/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
-                                            "08_sage_rlqr", "12_acqo_vanilla_rl",
+                                            "08_sage", "12_acqo_vanilla_rl",
                                             "13_deepretrieval_sql", "14_rlqr"}
     assert "10_evaluation" in _importers("qrlib/eval/scale.py")
     assert {"qrlib/workbook/runner.py", "qrlib/workbook/publish.py"} <= set(WORKBOOK_FILES)
@@ -47,14 +47,14 @@ def test_a_papers_modules_reach_only_the_notebooks_that_use_them():
     # pipeline modules of one paper: only their importers
     assert _importers("qrlib/methods/acqo/curriculum.py") == {"06_acqo_stage1", "07_acqo_stage2",
                                                              "12_acqo_vanilla_rl"}
-    assert _importers("qrlib/methods/sage/bestofn.py") == {"08_sage_rlqr"}
+    assert _importers("qrlib/methods/sage/bestofn.py") == {"08_sage"}
     assert _importers("qrlib/methods/rlqr/synthesis.py") == {"14_rlqr"}
     assert _importers("qrlib/methods/deepretrieval/evidence.py") == {"11_deepretrieval_tasks"}
     assert _importers("qrlib/methods/deepretrieval/sql_task.py") == {"13_deepretrieval_sql"}
     # a paper's registrations reach the notebooks that resolve names (rewrite, env, train),
     # not one that only reads published numbers (02) or splits queries (03)
     rewards = _importers("qrlib/methods/acqo/rewards.py")
-    assert {"04_reward_shaping", "05_vanilla_rl", "06_acqo_stage1", "08_sage_rlqr"} <= rewards
+    assert {"04_reward_shaping", "05_vanilla_rl", "06_acqo_stage1", "08_sage"} <= rewards
     assert not rewards & {"01_data_analysis", "02_index_build", "03_rank_score_fusion"}
     assert _importers("qrlib/methods/registry.py") == rewards
     # published numbers: each paper's file and the references are inputs of their readers

@@ -7,7 +7,9 @@ import pytest
 from qrlib import workbook as wb
 from qrlib.core.io import read_table
 
-pytestmark = pytest.mark.notebooks
+# One xdist group: with `pytest -n 2 --dist loadgroup` (make test) one worker runs the smoke
+# profile once for every test here while the other takes the unit tests.
+pytestmark = [pytest.mark.notebooks, pytest.mark.xdist_group("smoke")]
 
 
 @pytest.fixture(scope="module")
@@ -303,7 +305,7 @@ def test_14_rlqr_rows_against_the_raw_query(rec, smoke_run):
 TRAINED_TABLES = {
     "05_vanilla_rl": ("05_test_results", "05_comparisons"),
     "07_acqo_stage2": ("07_acqo_results",),
-    "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_comparisons"),
+    "08_sage": ("08_sage_results", "08_sage_ablation", "08_comparisons"),
     "10_evaluation": ("10_comparisons",),
     "12_acqo_vanilla_rl": ("12_vanilla_results", "12_comparisons"),
     "13_deepretrieval_sql": ("13_sql_results", "13_comparisons"),
@@ -333,7 +335,7 @@ def test_11_evidence_hits_grow_with_depth_and_injection_is_a_rate(rec):
 
 
 def test_08_best_of_n_curves_and_sage_rows(rec, smoke_run):
-    r = rec["08_sage_rlqr"]
+    r = rec["08_sage"]
     _, _, paths = smoke_run
     # deterministic retrieval on the seeded subsets pins the raw-query rows
     assert r["bon.nfcorpus.bm25.raw"] == pytest.approx(0.6804, abs=0.005)

@@ -58,6 +58,6 @@ def test_summary_counts_where_the_source_ranks():
 def test_search_scores_follow_the_query_order_and_score_misses_zero():
     bm25 = retrieval.build_retriever("bm25", CORPUS)
     s = rlqr.search_scores(bm25, DS.qrels, {"q2": "statins cholesterol", "q1": "exercise mood"},
-                           "nDCG@3")
-    assert list(s.index) == ["q2", "q1"]
-    assert s["q2"] == pytest.approx(1.0) and s["q1"] == 0.0
+                           ("nDCG@3", "nDCG@10"))
+    assert list(s.index) == ["q2", "q1"] and list(s.columns) == ["nDCG@3", "nDCG@10"]
+    assert s.loc["q2", "nDCG@3"] == pytest.approx(1.0) and s.loc["q1", "nDCG@10"] == 0.0

@@ -43,9 +43,14 @@ include_spider = True  # describe Spider dev (text-to-SQL) too
 # partial or inferred — we show those flags rather than hide them.
 
 # %%
-import os
 from collections import Counter
 from pathlib import Path
+
+from qrlib import session
+
+S = session.start("01_data_analysis", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -54,14 +59,9 @@ import pandas as pd
 from qrlib import plots
 from qrlib.data.datasets import load_dataset, load_spider
 from qrlib.core.errors import QrlibError
-from qrlib.eval.record import Recorder
 from qrlib.core.io import save_json, save_table
 
-plots.setup()
-record = Recorder(run_dir, "01_data_analysis")  # key numbers, read back by the smoke tests
 rng = np.random.default_rng(seed)
-for d in (run_dir, figures_dir, tables_dir):
-    Path(d).mkdir(parents=True, exist_ok=True)
 pd.set_option("display.width", 160)
 
 # %% [markdown]

@@ -70,13 +70,14 @@ ranx_crosscheck = True  # recompute the baseline metrics with ranx (numba; ~30 s
 # Metrics come from `ir-measures`: nDCG@10, R@100, MAP@10 (`AP@10`) and MRR@10 (`RR@10`).
 
 # %%
-import os
-import pickle
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from qrlib import session
+
+S = session.start("02_index_build", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
+                  cache_dir=cache_dir, seed=seed)
+run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -87,15 +88,10 @@ from qrlib.retrieval.baseline import baseline_dir, run_baseline, save_baseline
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.eval import published
 from qrlib.eval.agreement import same_top1, top_k_overlap
-from qrlib.eval.metrics import BASELINE_MEASURES, evaluate, label
-from qrlib.eval.record import Recorder
-from qrlib.retrieval.retrievers import build_retriever, run_queries
+from qrlib.eval.metrics import evaluate, label
+from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
-plots.setup()
-record = Recorder(run_dir, "02_index_build")  # key numbers, read back by the smoke tests
-for d in (run_dir, figures_dir, tables_dir):
-    Path(d).mkdir(parents=True, exist_ok=True)
 cache_root = Path(cache_dir) if cache_dir else shared_cache()
 bm25_params = {"k1": bm25_k1, "b": bm25_b, "stemmer": stemmer, "stopwords": stopwords}
 dense_params = {"model": dense_model, "query_instruction": query_instruction,
@@ -132,15 +128,6 @@ for name, ds in collections.items():
 # texts, so only the first run pays for encoding.
 
 # %%
-def index_megabytes(kind, retriever):
-    """Serialized size: pickle for BM25 engines, faiss.serialize_index for dense."""
-    if kind == "dense":
-        import faiss
-
-        return faiss.serialize_index(retriever.index).nbytes / 2**20
-    return len(pickle.dumps(retriever._model, protocol=pickle.HIGHEST_PROTOCOL)) / 2**20
-
-
 results, speed_rows = {}, []
 for name, ds in collections.items():
     kinds = [r for r in retrievers if (r != "dense" or name in dense_datasets)
@@ -157,7 +144,7 @@ for name, ds in collections.items():
             "queries": len(ds.queries), "build_s": build_s,
             "encode_cached": getattr(retriever, "loaded_from_cache", None) if kind == "dense" else None,
             "search_s": res.timings["search_s"], "queries_per_s": res.timings["queries_per_s"],
-            "index_MB": index_megabytes(kind, retriever)})
+            "index_MB": retriever.index_nbytes() / 2**20})
         save_baseline(res, run_dir, save_run=save_runs)
         print(f"{name:24s} {kind:9s} build {build_s:7.2f}s  search {res.timings['search_s']:7.3f}s  "
               + "  ".join(f"{label(m)} {v:.4f}" for m, v in res.metrics.items()))

@@ -49,7 +49,12 @@ timing_repeats = 5  # repetitions when timing each fusion method
 
 # %%
 import time
-from pathlib import Path
+
+from qrlib import session
+
+S = session.start("03_rank_score_fusion", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -60,13 +65,9 @@ from qrlib import plots
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.methods.bandits.decompose import heuristic_split, oracle_split
 from qrlib.eval.metrics import evaluate
-from qrlib.eval.record import Recorder
 from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import save_json, save_table
 
-plots.setup()
-record = Recorder(run_dir, "03_rank_score_fusion")  # key numbers, read back by the smoke tests
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
 measures = [f"nDCG@{k}", f"R@{k}", f"AP@{k}"]
 smaller = (n_queries is not None or n_distractors is not None)
 note = " (subset: smaller than the paper's setting)" if smaller else ""

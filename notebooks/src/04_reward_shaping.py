@@ -44,10 +44,15 @@ copy_penalties = [0.0, 0.01, 0.05, 0.1]  # SAGE Eq. 3 p values compared (paper: 
 # Every reward goes through `qrlib.rl.env.RewardEnv`, the same object the trainer uses.
 
 # %%
-import math
 import random
 import time
 from pathlib import Path
+
+from qrlib import session
+
+S = session.start("04_reward_shaping", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -64,8 +69,6 @@ from qrlib.rl.env import RewardEnv
 from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import save_json, save_table
 
-plots.setup()
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
 rng = random.Random(seed)
 smaller = n_queries is not None or n_distractors is not None
 note = " (subset: smaller than the paper's setting)" if smaller else ""
@@ -487,9 +490,6 @@ print("saved", run_dir / "04_rewards" / "summary.json")
 # %%
 from IPython.display import Markdown
 
-from qrlib.eval.record import Recorder
-
-record = Recorder(run_dir, "04_reward_shaping")
 t_stats = pd.read_csv(Path(tables_dir) / "04_reward_stats.csv")
 t_copy = pd.read_csv(Path(tables_dir) / "04_copy_penalty.csv")
 share_col = "share of groups where a copy is a top rollout"

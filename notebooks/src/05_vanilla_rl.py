@@ -69,6 +69,7 @@ rollouts = "hf"  # generation engine of training rollouts and sampling/evaluatio
 # see the profile name in every caption.
 
 # %%
+import gc
 import time
 
 from qrlib import session
@@ -86,7 +87,7 @@ from qrlib.data import datasets as qdata
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, log_scale, scale_columns
-from qrlib.generation import policy, rewrite
+from qrlib.generation import engine, policy, rewrite
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
 from qrlib.rl.env import RewardEnv
@@ -373,6 +374,8 @@ for name in datasets:
             m, tok, te.queries, PROMPTS[mode], fmt=FMT, prefill=PREFILL, mode=mode,
             max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
         del m
+        gc.collect()
+engine.close_engines()  # the evaluation engine is done: free it before the dense encoder searches
 
 def row_scale(name, method, n_test):
     """The training scale of a result row, from its run's log (qrlib.eval.scale)."""

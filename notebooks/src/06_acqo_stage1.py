@@ -75,14 +75,14 @@ rollouts = "hf"  # generation engine of training rollouts and sampling/evaluatio
 
 # %%
 import json
-import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
+
+S = session.start("06_acqo_stage1", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
+run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
+                                                     S.out_dir, S.record)
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -90,27 +90,16 @@ import pandas as pd
 import torch
 
 from qrlib.data import datasets as qdata
-from qrlib.generation import engine
 from qrlib import plots
 from qrlib.generation import policy, prompts
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.methods.acqo.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
 from qrlib.methods.bandits.decompose import heuristic_split
-from qrlib.eval.record import Recorder
 from qrlib.rl.env import RewardEnv
 from qrlib.eval.scale import fmt_scale, log_scale
 from qrlib.rl.train import load_config, sft_target, train
 from qrlib.core.io import save_json, save_table
 
-plots.setup()
-print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
-torch.manual_seed(seed)
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
-out_dir = run_dir / "06_acqo_stage1"
-out_dir.mkdir(parents=True, exist_ok=True)
-record = Recorder(run_dir, "06_acqo_stage1")  # key numbers, read back by the smoke tests
 print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
 
 # %% [markdown]

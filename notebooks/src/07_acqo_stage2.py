@@ -75,20 +75,18 @@ rollouts = "hf"  # generation engine of training rollouts and sampling/evaluatio
 # per-question results this notebook publishes, so it can run in a session of its own.
 
 # %%
-import json
-import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
+
+S = session.start("07_acqo_stage2", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
+run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
+                                                     S.out_dir, S.record)
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from qrlib.data import datasets as qdata
 from qrlib.generation import engine
@@ -101,21 +99,12 @@ from qrlib.methods.acqo.curriculum import (SubqueryProbe, generate_decomposition
                               search_fused, tau_by_question)
 from qrlib.methods.bandits.decompose import heuristic_split
 from qrlib.rl.env import RewardEnv
-from qrlib.eval.record import Recorder
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
+from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.rl.train import load_config, train
 from qrlib.core.io import load_json, save_json, save_table
 
-plots.setup()
-print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
-torch.manual_seed(seed)
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
-out_dir = run_dir / "07_acqo_stage2"
-out_dir.mkdir(parents=True, exist_ok=True)
-record = Recorder(run_dir, "07_acqo_stage2")  # key numbers, read back by the smoke tests
 S1 = load_json(run_dir / "06_acqo_stage1" / "stage1.json")
 TRAIN_ROWS, PROMPT, PREFILL = S1["train_rows"], S1["prompt"], S1["prefill"]
 missing = [k for k in retrievers if k not in S1["summaries"]]
@@ -386,6 +375,8 @@ def _log(run):
 
 # what trained each row: (policy, RL logs, SFT steps, SFT questions); scale from the logs
 TRAINED_BY = {"raw question": (None, [], 0, 0), RULE: (None, [], 0, 0)}
+KIND = {"raw question": "baseline", RULE: "model-free"}  # qrlib.eval.compare.KINDS
+KIND.update({label: "untrained" for label in MODELS if label.startswith("untrained")})
 TRAINED_BY.update({label: (model, [], 0, 0) for label in MODELS if label.startswith("untrained")})
 for kind in retrievers:
     sft = (S1["sft_steps"] if S1["summaries"][kind].get("sft_adapter") else 0)
@@ -396,6 +387,8 @@ for kind in retrievers:
     TRAINED_BY[f"Stage I ({kind}-trained)"] = (model, [stage1], sft, n_warm)
     TRAINED_BY[f"ACQO: Stage I+II ({kind}-trained)"] = (model, [stage1, _log(NAMES[kind])],
                                                         sft, n_warm)
+    KIND.update({f"cold start only ({kind}-sampled)": "warm start",
+                 f"Stage I ({kind}-trained)": "trained", f"ACQO: Stage I+II ({kind}-trained)": "trained"})
 
 rows = []
 for (name, kind, label), pq in PER_Q.items():
@@ -441,27 +434,45 @@ save_table(PER_QUESTION.round(6), "07_per_question_ndcg10", tables_dir,
 PER_QUESTION.shape
 
 # %% [markdown]
-# ### ACQO (Stage I + II) against the other trained and untrained rows
+# ### Every row against the raw question, and ACQO against every other row
 #
-# The same paired bootstrap, now between ACQO and each other model on the same questions.
+# The workbook's one comparison schema (`qrlib.eval.compare`): each row below is a method
+# minus a baseline in nDCG@10 on the same test questions, with the 95% paired bootstrap,
+# the method's kind (model-free, untrained, warm start, trained) and its training scale.
+# `RESULTS.md` reads this table by column.
 
 # %%
-rows = []
-for kind in retrievers:
-    acqo = f"ACQO: Stage I+II ({kind}-trained)"
-    for (name, ekind, label), pq in PER_Q.items():
-        if label == acqo or ekind != kind or (name, ekind, acqo) not in PER_Q:
+def _ndcg(name, kind, label):
+    return PER_Q[name, kind, label].set_index("query_id")["nDCG@10"].to_dict()
+
+
+def _scale(label, n):
+    pol, logs, sft, n_warm = TRAINED_BY[label]
+    return scale_columns(pol, logs, test_queries=n, sft_steps=sft, sft_queries=n_warm)
+
+
+cmp_rows = []
+for (name, kind, label), pq in PER_Q.items():
+    if label != "raw question":
+        cmp_rows.append(compare(_ndcg(name, kind, label), _ndcg(name, kind, "raw question"),
+                                paper="acqo", dataset=name, retriever=kind, metric="nDCG@10",
+                                method=label, kind=KIND[label], baseline="raw question",
+                                scale=_scale(label, len(pq)), resamples=bootstrap, seed=seed))
+for trained_with in retrievers:
+    acqo = f"ACQO: Stage I+II ({trained_with}-trained)"
+    for (name, kind, label), pq in PER_Q.items():
+        if kind != trained_with or label in (acqo, "raw question") or (name, kind, acqo) not in PER_Q:
             continue
-        a = PER_Q[name, ekind, acqo].set_index("query_id")["nDCG@10"].to_dict()
-        b = pq.set_index("query_id")["nDCG@10"].to_dict()
-        bs = paired_bootstrap(a, b, n=bootstrap, seed=seed)
-        rows.append({"dataset": name, "retriever": kind, "ACQO vs": label,
-                     "ΔnDCG@10": bs["diff"], "lo": bs["lo"], "hi": bs["hi"],
-                     "interval": fmt_interval(bs)})
-VERSUS = pd.DataFrame(rows)
-save_table(VERSUS.round(4), "07_acqo_vs_rows", tables_dir,
-           caption="ACQO (Stage I+II) minus each other row, nDCG@10, 95% paired bootstrap")
-VERSUS
+        cmp_rows.append(compare(_ndcg(name, kind, acqo), _ndcg(name, kind, label), paper="acqo",
+                                dataset=name, retriever=kind, metric="nDCG@10", method=acqo,
+                                kind="trained", baseline=label, baseline_kind=KIND[label],
+                                scale=_scale(acqo, len(pq)), resamples=bootstrap, seed=seed))
+COMPARISONS = comparison_table(cmp_rows)
+save_table(COMPARISONS.round(4), "07_comparisons", tables_dir,
+           caption="Every row minus the raw question, and ACQO (Stage I+II) minus every other "
+                   "row, nDCG@10, 95% paired bootstrap over the test questions "
+                   f"(qrlib.eval.compare schema) [profile: {profile}]")
+COMPARISONS[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi"]].round(3)
 
 # %% [markdown]
 # ## 6. Easy and hard questions (ACQO Table 1's split)
@@ -614,10 +625,11 @@ for name in test_datasets:
                 print(f"   {label}: nDCG@10 {r['nDCG@10']:.3f} (Δ {r['ΔnDCG@10 vs raw']:+.3f}, "
                       f"95% CI [{r.lo:+.3f}, {r.hi:+.3f}]; {r['sub-queries']:.2f} sub-queries; "
                       f"{int(r['RL steps'])} RL steps)")
-        vs = VERSUS[(VERSUS.dataset == name) & (VERSUS.retriever == kind)].set_index("ACQO vs")
-        for label in vs.index:
-            if label.startswith(("rule:", "untrained")):
-                print(f"   ACQO minus {label}: {vs.loc[label, 'interval']}")
+        vs = COMPARISONS[(COMPARISONS.dataset == name) & (COMPARISONS.retriever == kind)
+                         & (COMPARISONS.method == f"ACQO: Stage I+II ({kind}-trained)")
+                         & COMPARISONS["baseline kind"].isin(["model-free", "untrained"])]
+        for _, r in vs.iterrows():
+            print(f"   ACQO minus {r.baseline}: {fmt_interval(r)}")
 for _, r in KEPT_TABLE.iterrows():
     print(f"tau filter ({r.retriever}): kept {r['kept share']:.0%} of training questions "
           f"[{r.lo:.0%}, {r.hi:.0%}] (ACQO keeps about half).")

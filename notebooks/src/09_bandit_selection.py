@@ -67,12 +67,14 @@ policies = None  # subset of qrlib.methods.bandits.bandits.PAPER_ORDER (None: al
 
 # %%
 import json
-import os
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from qrlib import session
+
+S = session.start("09_bandit_selection", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -85,14 +87,10 @@ from qrlib import plots
 from qrlib.eval import published
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.record import Recorder
 from qrlib.eval.stats import fmt_interval
 from qrlib.retrieval.retrievers import build_retriever, encode_corpus
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
-plots.setup()
-record = Recorder(run_dir, "09_bandit_selection")  # key numbers, read back by the smoke tests
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
 work = run_dir / "bandits"
 work.mkdir(parents=True, exist_ok=True)
 cache_root = Path(cache_dir) if cache_dir else shared_cache()

@@ -63,12 +63,14 @@ evidence_n_boot = 10000  # paired-bootstrap resamples
 # Published numbers are read from `qrlib/methods/deepretrieval/published.yaml`, never typed here.
 
 # %%
-import os
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from qrlib import session
+
+S = session.start("11_deepretrieval_tasks", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+figures_dir, tables_dir, record = S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -82,18 +84,12 @@ from qrlib.data.datasets import load_dataset, subset
 from qrlib.core.errors import QrlibError
 from qrlib.eval.agreement import top_k_overlap
 from qrlib.eval.metrics import evaluate
-from qrlib.eval.record import Recorder
 from qrlib.methods.deepretrieval.released import released_bm25
 from qrlib.retrieval.lucene_tokens import LuceneTokensBM25
 from qrlib.retrieval.retrievers import build_retriever, run_queries
-from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_json, save_table
+from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_table
 
-plots.setup()
-for d in (run_dir, figures_dir, tables_dir):
-    Path(d).mkdir(parents=True, exist_ok=True)
-run_dir = Path(run_dir)
 cache_root = Path(cache_dir) if cache_dir else shared_cache()
-record = Recorder(run_dir, "11_deepretrieval_tasks")
 full = n_queries is None and n_distractors is None
 
 lucene_ok, lucene_why = qlucene.lucene_available()
@@ -449,7 +445,6 @@ display(Markdown("\n".join(lines)))
 
 # %%
 from qrlib.rl.env import RewardEnv
-from qrlib.retrieval.litsearch import ReplayTransport, UrllibTransport
 
 replay_path = Path(litsearch_replay) if litsearch_replay else REPO_ROOT / "tests" / "fixtures" / "litsearch" / "replay.json"
 Q_GOOD = "(metformin) AND (type 2 diabetes) AND (cardiovascular outcomes)"

@@ -68,18 +68,18 @@ rollouts = "hf"  # generation engine of training rollouts and evaluation: hf | v
 # rows), so it can run in a session of its own.
 
 # %%
-import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
+
+S = session.start("12_acqo_vanilla_rl", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
+                  torch_threads=torch_threads, rollouts=rollouts)
+run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
+                                                     S.out_dir, S.record)
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 
 from qrlib.data import datasets as qdata
 from qrlib.generation import engine, policy, prompts
@@ -91,20 +91,9 @@ from qrlib.core.io import read_table, save_json, save_table
 from qrlib.methods.acqo.curriculum import generate_decompositions, search_fused
 from qrlib.rl.env import RewardEnv
 from qrlib.core.errors import QrlibError
-from qrlib.eval.record import Recorder
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.rl.train import load_config, train
-
-plots.setup()
-print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
-torch.manual_seed(seed)
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
-out_dir = run_dir / "12_acqo_vanilla_rl"
-out_dir.mkdir(parents=True, exist_ok=True)
-record = Recorder(run_dir, "12_acqo_vanilla_rl")  # key numbers, read back by the smoke tests
 
 
 def vanilla_label(kind):

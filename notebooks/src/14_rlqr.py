@@ -233,24 +233,28 @@ for name, te in DATA.items():
                                  scale_columns(model, test_queries=n), "untrained"),
                    "RL-QR": (REWRITES[name, kind],
                              scale_columns(model, [LOGS[name, kind]], test_queries=n), "trained")}
-        for metric in ("nDCG@3", "nDCG@10"):
-            raw = rlqr.search_scores(RETRIEVERS[name, kind], te.qrels, te.queries, metric)
+        measures = ("nDCG@3", "nDCG@10")
+        raw = rlqr.search_scores(RETRIEVERS[name, kind], te.qrels, te.queries, measures)
+        scores = {}  # one search per method, scored on every measure
+        for label, (df, scale, kind_) in methods.items():
+            texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
+            pq = raw if df is None else rlqr.search_scores(RETRIEVERS[name, kind], te.qrels,
+                                                           texts, measures)
+            scores[label] = pq
+            words = pd.Series([len(t.split()) for t in texts.values()])
+            rows.append({"dataset": name, "retriever": kind, "model": label,
+                         "nDCG@3": pq["nDCG@3"].mean(), "query words mean": words.mean(),
+                         "query words std": words.std(),
+                         "format ok": 1.0 if df is None else df.format_ok.mean(),
+                         "modified": 0.0 if df is None else df.modified.mean(), **scale})
+        for metric in measures:
             for label, (df, scale, kind_) in methods.items():
-                texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
-                pq = raw if df is None else rlqr.search_scores(RETRIEVERS[name, kind], te.qrels,
-                                                               texts, metric)
                 if df is not None:
-                    cmp_rows.append(compare(pq.to_dict(), raw.to_dict(), paper="rlqr",
-                                            dataset=name, retriever=kind, metric=metric,
-                                            method=label, kind=kind_, baseline="raw query",
-                                            scale=scale, resamples=bootstrap, seed=seed))
-                if metric == "nDCG@3":
-                    words = pd.Series([len(t.split()) for t in texts.values()])
-                    rows.append({"dataset": name, "retriever": kind, "model": label,
-                                 "nDCG@3": pq.mean(), "query words mean": words.mean(),
-                                 "query words std": words.std(),
-                                 "format ok": 1.0 if df is None else df.format_ok.mean(),
-                                 "modified": 0.0 if df is None else df.modified.mean(), **scale})
+                    cmp_rows.append(compare(scores[label][metric].to_dict(),
+                                            raw[metric].to_dict(), paper="rlqr", dataset=name,
+                                            retriever=kind, metric=metric, method=label,
+                                            kind=kind_, baseline="raw query", scale=scale,
+                                            resamples=bootstrap, seed=seed))
 RESULTS = pd.DataFrame(rows)
 COMPARISONS = comparison_table(cmp_rows)
 save_table(RESULTS.round(4), "14_rlqr_results", tables_dir,

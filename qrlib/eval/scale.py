@@ -18,13 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-# The tables with trained rows, by notebook; each carries SCALE_COLUMNS (tests read them).
-TRAINED_TABLES = {
-    "05_vanilla_rl": ("05_test_results", "05_paired_differences"),
-    "07_acqo_stage2": ("07_acqo_results",),
-    "08_sage_rlqr": ("08_sage_results", "08_sage_ablation", "08_rlqr_results"),
-    "10_evaluation": ("10_vs_raw",),
-}
 # Below this many optimizer steps a training run is a plumbing check, not a result (the
 # developers' guide; issue 24 asks for at least 60 steps of at least 2 questions x 8 rollouts).
 PLUMBING_STEPS = 60

@@ -248,6 +248,12 @@ class BM25Retriever:
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
 
+    def index_nbytes(self) -> int:
+        """Size of the BM25 index serialized with pickle (notebook 02's index-size column)."""
+        import pickle
+
+        return len(pickle.dumps(self._model, protocol=pickle.HIGHEST_PROTOCOL))
+
     def __repr__(self) -> str:
         return (f"BM25Retriever(engine={self.engine!r}, k1={self.k1}, b={self.b}, "
                 f"docs={len(self.doc_ids)}, tokenizer={self.tokenizer.config()})")
@@ -454,6 +460,12 @@ class DenseRetriever:
         self.index = self._build_index(self.embeddings)
         self.index_seconds = time.perf_counter() - t1
         self.build_seconds = time.perf_counter() - t0
+
+    def index_nbytes(self) -> int:
+        """Size of the FAISS index written by ``faiss.serialize_index``."""
+        import faiss
+
+        return int(faiss.serialize_index(self.index).nbytes)
 
     def __repr__(self) -> str:
         return (f"DenseRetriever(model={self.model_name!r}, index={self.index_kind!r}, "

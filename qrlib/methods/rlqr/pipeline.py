@@ -141,15 +141,15 @@ def train_rewriter(name: str, searcher: Any, queries: Mapping[str, str],
 
 
 def search_scores(retriever: Any, qrels: Mapping[str, Mapping[str, int]],
-                  texts_by_qid: Mapping[str, str], measure: str = "nDCG@3",
+                  texts_by_qid: Mapping[str, str], measures: Sequence[str] = ("nDCG@3",),
                   depth: int = 100) -> Any:
-    """Per-query ``measure`` (ir-measures through :func:`qrlib.eval.metrics.evaluate`) of
-    each query's search text, as a Series indexed by query id in the given order (a query
-    whose list finds nothing judged scores 0)."""
+    """Per-query ``measures`` (ir-measures through :func:`qrlib.eval.metrics.evaluate`) of
+    each query's search text, one search for all of them: a DataFrame indexed by query id in
+    the given order, a column per measure (a query whose list finds nothing judged scores 0)."""
     from qrlib.eval import metrics
 
     qids = list(texts_by_qid)
     res = retriever.search([texts_by_qid[q] for q in qids], depth)
-    ev = metrics.evaluate(dict(zip(qids, res)), {q: qrels[q] for q in qids}, (measure,),
+    ev = metrics.evaluate(dict(zip(qids, res)), {q: qrels[q] for q in qids}, tuple(measures),
                           per_query=True)
-    return ev.set_index("query_id")[measure].reindex(qids).fillna(0.0)
+    return ev.set_index("query_id")[list(measures)].reindex(qids).fillna(0.0)

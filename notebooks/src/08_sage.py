@@ -70,21 +70,20 @@ eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but
 
 # %%
 import gc
-import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if cache_dir:
-    os.environ["QRLIB_CACHE"] = str(cache_dir)
+from qrlib import session
+
+S = session.start("08_sage", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
+run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
+                                                     S.out_dir, S.record)
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
 from qrlib.data import datasets as qdata
-from qrlib.generation import engine
 from qrlib.eval import metrics, published
 from qrlib import plots
 from qrlib.generation import policy, rewrite
@@ -93,21 +92,11 @@ from qrlib.rl import rewards
 from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
 from qrlib.rl.env import RewardEnv
 from qrlib.generation.prompts import REGISTRY, as_template
-from qrlib.eval.record import Recorder
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.rl.train import load_config, train
 from qrlib.core.io import save_json, save_table
 
-plots.setup()
-print("generation backend:", engine.set_backend(rollouts))  # $QRLIB_ROLLOUTS overrides
-torch.manual_seed(seed)
-if torch_threads:
-    torch.set_num_threads(int(torch_threads))
-run_dir, figures_dir, tables_dir = Path(run_dir), Path(figures_dir), Path(tables_dir)
-out_dir = run_dir / "08_sage_rlqr"
-out_dir.mkdir(parents=True, exist_ok=True)
-record = Recorder(run_dir, "08_sage_rlqr")  # key numbers, read back by the smoke tests
 print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
 
 RETRIEVERS = {}
