@@ -44,11 +44,20 @@ $(STAMP): pyproject.toml Makefile
 notebooks: install
 	$(BIN)/python -m qrlib build-notebooks
 
-# Two workers: the smoke notebooks (one xdist group, tests/test_notebooks.py) on one, the unit
-# tests on the other. TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
+# Two pytest processes side by side (2 cores): the smoke notebooks (tests/test_notebooks.py,
+# about ten minutes) and the unit tests; the notebooks' report is printed after the unit tests'.
+# TEST_PARALLEL=0 runs everything in one process.
+TEST_PARALLEL ?= 1
+PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 test: install
-	$(BIN)/python -m pytest -q --timeout=3000 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) tests
+ifeq ($(TEST_PARALLEL),0)
+	$(PYTEST) tests
+else
+	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider tests/test_notebooks.py > $$log 2>&1 & nb=$$!; \
+	$(PYTEST) --ignore=tests/test_notebooks.py tests; unit=$$?; \
+	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile)"; cat $$log; rm -f $$log; \
+	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
+endif
 
 reproduce: install
 	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --stale

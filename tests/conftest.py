@@ -42,9 +42,3 @@ def tiny_db(tmp_path):
     con.close()
     return path
 
-
-def pytest_collection_modifyitems(config, items):
-    """The smoke notebooks (the longest group, about ten minutes) first, so that under
-    ``pytest -n 2 --dist loadgroup`` one worker starts them at once and the other worker
-    takes the unit tests meanwhile."""
-    items.sort(key=lambda item: item.get_closest_marker("notebooks") is None)

@@ -7,9 +7,8 @@ import pytest
 from qrlib import workbook as wb
 from qrlib.core.io import read_table
 
-# One xdist group: with `pytest -n 2 --dist loadgroup` (make test) one worker runs the smoke
-# profile once for every test here while the other takes the unit tests.
-pytestmark = [pytest.mark.notebooks, pytest.mark.xdist_group("smoke")]
+# `make test` runs this file in a pytest process of its own, beside the unit tests.
+pytestmark = pytest.mark.notebooks
 
 
 @pytest.fixture(scope="module")
