@@ -83,7 +83,9 @@ import torch
 
 from qrlib import plots
 from qrlib.core.io import atomic_write, read_table, save_json, save_table
+from qrlib.core.records import save_record
 from qrlib.data import datasets as qdata
+from qrlib.data.cut import CollectionCut
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, log_scale, scale_columns
@@ -470,7 +472,8 @@ with pd.option_context("display.max_colwidth", 120):
 # ## 7. Save for notebook 10
 #
 # Rewrites (with generation time and token counts) go to
-# `run_dir/05_vanilla_rl/rewrites/<dataset>/<method>.jsonl`; adapters stay under
+# `run_dir/05_vanilla_rl/rewrites/<dataset>/<method>.jsonl`, the test collection each was
+# scored on as a `CollectionCut` record in `collections/<dataset>.json`; adapters stay under
 # `run_dir/rl/<run>/adapter` with their `config.json`. Notebook 10 reads both.
 
 # %%
@@ -483,6 +486,8 @@ save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,
            "n_train_queries": n_train_queries,
            "n_distractors": n_distractors, "eval_max_new_tokens": eval_max_new_tokens, "seed": seed},
           out_dir / "settings.json")
+for name, (tr, te, corpus) in DATA.items():  # the exact test collection, for notebook 10
+    save_record(CollectionCut.of(te, corpus), out_dir / "collections" / f"{name}.json")
 print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
 
 # %% [markdown]

@@ -93,6 +93,7 @@ from qrlib.data import datasets as qdata
 from qrlib import plots
 from qrlib.generation import policy, prompts
 from qrlib.retrieval import retrievers as retrieval
+from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.methods.acqo.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
 from qrlib.methods.bandits.decompose import heuristic_split
 from qrlib.rl.env import RewardEnv
@@ -197,7 +198,7 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
 
 # %%
 WARM_ROWS = {kind: list(TRAIN_ROWS) for kind in retrievers}
-WARM_TABLE, TARGETS = pd.DataFrame(), {}
+WARM_TABLE, TARGETS, SFT_QUESTIONS = pd.DataFrame(), {}, {}
 if warm_start_samples:
     m, tok = policy.load_policy(model)
     t0 = time.perf_counter()
@@ -247,6 +248,7 @@ if warm_start_samples:
             "mean gain of chosen samples": float(np.mean([t["gain"] for t in chosen])) if chosen else 0.0,
             "generation s": round(gen_s, 1)})
         save_json(targets, out_dir / f"warm_start_targets_{kind}.json")
+        SFT_QUESTIONS[kind] = sum(t["sampled"] for t in targets.values())
     WARM_TABLE = pd.DataFrame(rows_w)
     for _, r in WARM_TABLE.iterrows():
         record(f"{r.retriever}.warm.target_is_sample", r["target is a sample"])
@@ -290,12 +292,12 @@ for kind in retrievers:
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     CONFIGS[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "dtype", "dynamic_sampling")})
-save_json({"summaries": SUMMARIES, "train_rows": TRAIN_ROWS, "prompt": prompt,
-           "warm_start_samples": warm_start_samples, "sft_steps": sft_steps,
-           "prefill": prefill, "train_datasets": train_datasets, "eta": eta, "delta": delta,
-           "reward_k": reward_k, "n_distractors": n_distractors,
-           "max_completion_length": max_completion_length,
-           "corpus_ids": sorted(CORPUS)}, out_dir / "stage1.json")
+Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, prefill=prefill,
+             train_datasets=train_datasets, corpus_ids=sorted(CORPUS), eta=eta, delta=delta,
+             reward_k=reward_k, n_distractors=n_distractors,
+             max_completion_length=max_completion_length,
+             warm_start_samples=warm_start_samples, sft_steps=sft_steps,
+             sft_questions=SFT_QUESTIONS).save(out_dir)
 
 # %% [markdown]
 # ## 5. Training curves (ACQO Fig. 4)

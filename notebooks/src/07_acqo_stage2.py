@@ -95,6 +95,7 @@ from qrlib import plots
 from qrlib.generation import policy
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.data import rows as qrows
+from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.methods.acqo.curriculum import (SubqueryProbe, generate_decompositions, keep_for_stage2,
                               search_fused, tau_by_question)
 from qrlib.methods.bandits.decompose import heuristic_split
@@ -103,13 +104,13 @@ from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note,
 from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
 from qrlib.rl.train import load_config, train
-from qrlib.core.io import load_json, save_json, save_table
+from qrlib.core.io import save_json, save_table
 
-S1 = load_json(run_dir / "06_acqo_stage1" / "stage1.json")
-TRAIN_ROWS, PROMPT, PREFILL = S1["train_rows"], S1["prompt"], S1["prefill"]
-missing = [k for k in retrievers if k not in S1["summaries"]]
-assert not missing, f"notebook 06 trained no Stage I adapter for {missing}"
-print(f"profile={profile} model={model}; Stage I runs: {sorted(S1['summaries'])}; "
+S1 = Stage1Record.load(run_dir / "06_acqo_stage1")  # Stage I's runs and settings (06's record)
+TRAIN_ROWS, PROMPT, PREFILL = S1.train_rows, S1.prompt, S1.prefill
+for kind in retrievers:
+    S1.summary(kind)  # one-line error when 06 did not train this retriever
+print(f"profile={profile} model={model}; Stage I runs: {sorted(S1.summaries)}; "
       f"{len(TRAIN_ROWS)} training questions")
 
 # %% [markdown]
@@ -121,8 +122,8 @@ print(f"profile={profile} model={model}; Stage I runs: {sorted(S1['summaries'])}
 
 # %%
 CORPUS, QRELS = {}, {}
-ids, keep = set(S1["corpus_ids"]), {r["qid"] for r in TRAIN_ROWS}
-for name in S1["train_datasets"]:
+ids, keep = set(S1.corpus_ids), {r["qid"] for r in TRAIN_ROWS}
+for name in S1.train_datasets:
     ds = qdata.load_dataset(name, "train", data_dir=data_dir)
     CORPUS.update({d: doc for d, doc in ds.corpus.items() if d in ids})
     QRELS.update({q: rel for q, rel in ds.qrels.items() if q in keep})
@@ -139,19 +140,19 @@ def train_retriever(kind):
 
 def acqo_env(kind, reward, retr=None, **extra):
     return RewardEnv(retr or train_retriever(kind), QRELS, reward=reward, fmt="acqo",
-                     k=S1["reward_k"], max_subqueries=3, lenient=True, eta=S1["eta"],
-                     delta=S1["delta"], **extra)
+                     k=S1.reward_k, max_subqueries=3, lenient=True, eta=S1.eta,
+                     delta=S1.delta, **extra)
 
 
 TAU, KEPT, TRAIN_RETR = {}, {}, {}
 for kind in retrievers:
     TRAIN_RETR[kind] = train_retriever(kind)
-    adapter = S1["summaries"][kind]["adapter"]
+    adapter = S1.summary(kind)["adapter"]
     m, tok = policy.load_policy(model, adapter=adapter)
     t0 = time.perf_counter()
     rolls = generate_decompositions(m, tok, TRAIN_ROWS, PROMPT, prefill=PREFILL, n=tau_rollouts,
                                     do_sample=True, temperature=tau_temperature,
-                                    max_new_tokens=S1.get("max_completion_length", 48),
+                                    max_new_tokens=S1.max_completion_length,
                                     seed=seed, autocast=gen_autocast)
     del m
     env = acqo_env(kind, "acqo_stage1", TRAIN_RETR[kind])
@@ -214,7 +215,7 @@ for kind in retrievers:
         prefill=PREFILL, reward="acqo_stage2", algorithm="dapo", max_steps=train_steps,
         prompts_per_step=prompts_per_step, num_generations=num_generations,
         max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
-        learning_rate=learning_rate, init_adapter=S1["summaries"][kind]["adapter"],
+        learning_rate=learning_rate, init_adapter=S1.summary(kind)["adapter"],
         dynamic_sampling=dynamic_sampling, save_steps=max(1, train_steps // 4), seed=seed,
         retriever=kind, stop=list(stop)))
     env = SubqueryProbe(acqo_env(kind, "acqo_stage2", TRAIN_RETR[kind], lam=lam,
@@ -308,10 +309,10 @@ EVAL_RETR = {(name, kind): retrieval.build_retriever(kind, TEST[name].corpus,
 # %%
 MODELS = {f"untrained [{p.split('/')[-1]}]": (None, p) for p in untrained_prompts}
 for kind in retrievers:
-    if S1["summaries"][kind].get("sft_adapter"):
-        MODELS[f"cold start only ({kind}-sampled)"] = (S1["summaries"][kind]["sft_adapter"],
+    if S1.summary(kind).get("sft_adapter"):
+        MODELS[f"cold start only ({kind}-sampled)"] = (S1.summary(kind)["sft_adapter"],
                                                        PROMPT)
-    MODELS[f"Stage I ({kind}-trained)"] = (S1["summaries"][kind]["adapter"], PROMPT)
+    MODELS[f"Stage I ({kind}-trained)"] = (S1.summary(kind)["adapter"], PROMPT)
     MODELS[f"ACQO: Stage I+II ({kind}-trained)"] = (SUMMARIES[kind]["adapter"], PROMPT)
 DECOMP = {}  # (model label, dataset) -> list of dicts
 engine.close_engines()  # the bf16 sampling engine of the tau rollouts is done: free its memory
@@ -379,9 +380,8 @@ KIND = {"raw question": "baseline", RULE: "model-free"}  # qrlib.eval.compare.KI
 KIND.update({label: "untrained" for label in MODELS if label.startswith("untrained")})
 TRAINED_BY.update({label: (model, [], 0, 0) for label in MODELS if label.startswith("untrained")})
 for kind in retrievers:
-    sft = (S1["sft_steps"] if S1["summaries"][kind].get("sft_adapter") else 0)
-    warm = run_dir / "06_acqo_stage1" / f"warm_start_targets_{kind}.json"
-    n_warm = sum(t["sampled"] for t in load_json(warm).values()) if sft and warm.exists() else 0
+    sft = (S1.sft_steps if S1.summary(kind).get("sft_adapter") else 0)
+    n_warm = S1.sft_questions.get(kind, 0) if sft else 0  # questions with a sampled SFT target
     stage1 = _log(f"acqo-stage1-{kind}")
     TRAINED_BY[f"cold start only ({kind}-sampled)"] = (model, [], sft, n_warm)
     TRAINED_BY[f"Stage I ({kind}-trained)"] = (model, [stage1], sft, n_warm)

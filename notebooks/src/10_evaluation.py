@@ -14,7 +14,7 @@ run_dir = "../runs/dev"  # run folder written by the earlier notebooks
 figures_dir = "../figures/dev"  # figures of this run
 tables_dir = "../tables/dev"  # tables of this run
 cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
-seed = 0  # seed (subsets are rebuilt from each source's settings.json)
+seed = 0  # seed of the paired bootstrap (test collections come from each source's CollectionCut records)
 data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
 sources = ["05_vanilla_rl"]  # notebook folders under run_dir holding rewrites/DATASET/METHOD.jsonl
 retrievers = ["bm25", "dense"]  # retrievers every method is evaluated with
@@ -56,7 +56,9 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import load_json, save_table
+from qrlib.core.records import load_record
 from qrlib.data import datasets as qdata
+from qrlib.data.cut import CollectionCut
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
@@ -100,27 +102,19 @@ inventory
 # ## 2. Test collections
 #
 # **Step 2** rebuilds the exact test collection each method was evaluated on, so that every
-# method is scored against the same queries and documents. Each source notebook recorded how
-# it cut its test set (`n_test_queries`, `n_distractors`,
-# `seed`); `qrlib.data.datasets.subset` is deterministic, so the same queries and corpus come back.
+# method is scored against the same queries and documents: each source notebook saved its
+# cut as a `qrlib.data.cut.CollectionCut` record (dataset, split, query ids, document ids in
+# index order) in `collections/<dataset>.json`, and `CollectionCut.load` reads the dataset
+# folder back through it.
 
 # %%
 COLL, RETR = {}, {}
-
-
-def collection(src, name):
-    s = settings.get(src, {})
-    key = (name, s.get("n_test_queries"), s.get("n_distractors"), s.get("seed", seed))
-    if key not in COLL:
-        te = qdata.load_dataset(name, "test", data_dir=data_dir)
-        te_sub = qdata.subset(te, n_queries=key[1], n_distractors=key[2], seed=key[3])
-        corpus = dict(te_sub.corpus)
-        if key[2] is not None:  # 05 adds the judged docs of its training queries
-            tr = qdata.load_dataset(name, "train", data_dir=data_dir)
-            tr = qdata.subset(tr, n_queries=s.get("n_train_queries"), n_distractors=0, seed=key[3])
-            corpus.update(tr.corpus)
-        COLL[key] = (te_sub, corpus)
-    return key
+for src, name, _, _ in found:
+    if (src, name) not in COLL:
+        cut = load_record(CollectionCut, run_dir / src / "collections" / f"{name}.json",
+                          writer=f"notebook {src}")
+        COLL[src, name] = cut.load(data_dir)
+keys = {(src, d): (src, d) for src, d, _, _ in found}
 
 
 def get_retriever(key, kind):
@@ -130,16 +124,6 @@ def get_retriever(key, kind):
     return RETR[key, kind]
 
 
-for src in settings:
-    if "n_train_queries" not in settings[src]:
-        settings[src]["n_train_queries"] = None
-# 05 records n_train_queries in its config files; read it from any adapter of the run
-for a in adapters:
-    cfg = load_json(a.parent / "config.json")
-    for src in settings:
-        if settings[src].get("n_train_queries") is None:
-            settings[src]["n_train_queries"] = cfg.get("n_queries")
-keys = {(src, d): collection(src, d) for src, d, _, _ in found}
 {k: (len(COLL[v][0].queries), len(COLL[v][1])) for k, v in keys.items()}
 
 # %% [markdown]
