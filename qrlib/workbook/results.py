@@ -22,7 +22,10 @@ from typing import Any
 
 from qrlib.core.io import REPO_ROOT, atomic_write, read_table
 from qrlib.core.errors import QrlibError
+from qrlib.eval import published
 from qrlib.eval.compare import check_comparisons, select
+from qrlib.eval.scale import missing_scale
+from qrlib.methods.bandits import bandits as B
 from qrlib.eval.stats import verdict
 from qrlib.workbook.freshness import profile_status
 from qrlib.workbook.profiles import load_profile
@@ -133,7 +136,6 @@ class Doc:
         """A row's training scale (:data:`qrlib.eval.scale.SCALE_COLUMNS`): ``"64 RL + 24 SFT
         steps, 200 q, 1,100 rollouts, 31 RL min"``, ``"24 SFT steps, 55 q"``, ``"untrained"``,
         or ``–`` for a table written before it carried the scale."""
-        from qrlib.eval.scale import missing_scale
 
         if missing_scale(list(r.index)):
             return "–"
@@ -147,7 +149,6 @@ class Doc:
                 f"{self.n(r['train min'], '.0f')} RL min")
 
     def pub(self, paper: str, table: str, **kw):
-        from qrlib.eval import published
 
         if paper not in self.papers:
             self.papers.append(paper)
@@ -320,7 +321,6 @@ def _rewards(d: Doc) -> str:
 
 
 def _bandits(d: Doc) -> str:
-    from qrlib.methods.bandits import bandits as B
 
     pool = d.t("09_pool_stats")
     chk = d.t("09_direction_checks")
@@ -938,7 +938,6 @@ _CITED = re.compile(r"`([0-9]{2}_[\w]+|run_timings)\.md`")
 def allowed_numbers(d: Doc, section_tables: list[str]) -> list[float]:
     """Values a section may quote: its cited tables, the published papers read, the
     profile's parameters."""
-    from qrlib.eval import published
 
     vals: list[float] = []
     for name in section_tables:

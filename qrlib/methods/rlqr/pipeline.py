@@ -21,7 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from qrlib.core.errors import QrlibError
+from qrlib.eval import metrics
+from qrlib.generation import policy
+from qrlib.generation.prompts import as_template, render_prompt
+from qrlib.rl.env import RewardEnv
+from qrlib.rl.train import load_config, train
 from qrlib.methods.rlqr.synthesis import (PREFILL, load_synthesis, parse_synthesis,
                                           save_synthesis, usable)
 
@@ -35,7 +43,6 @@ SYNTHESIS_PROMPT = "rlqr/synthesis"
 def synthesis_docs(ds: Any, n_docs: int, seed: int = 0) -> list[str]:
     """``n_docs`` document ids of ``ds.corpus`` drawn without replacement from those that
     no query of ``ds`` judges (the test queries' documents stay unseen in training)."""
-    import numpy as np
 
     judged = {d for rel in ds.qrels.values() for d in rel}
     pool = sorted(set(ds.corpus) - judged)
@@ -53,10 +60,7 @@ def synthesize(ds: Any, docs: Sequence[str], folder: str | Path, *, model: str,
     scenario, question, answer``) and how it was obtained: reused from ``folder`` when its
     manifest matches these settings, else generated greedily by ``model`` (loaded here and
     freed before returning) and saved there in BEIR layout."""
-    import pandas as pd
 
-    from qrlib.generation import policy
-    from qrlib.generation.prompts import as_template, render_prompt
 
     manifest = {"dataset": ds.name, "docs": list(docs), "model": model,
                 "prompt": as_template(SYNTHESIS_PROMPT).user, "doc_words": doc_words,
@@ -128,8 +132,6 @@ def train_rewriter(name: str, searcher: Any, queries: Mapping[str, str],
     around ``<answer>`` costs through the penalty, not by finding no query. ``train_kw``
     goes to :class:`qrlib.rl.train.TrainConfig` (model, retriever kind, steps, sampling, ...).
     Returns :func:`qrlib.rl.train.train`'s summary (adapter, log, steps, ...)."""
-    from qrlib.rl.env import RewardEnv
-    from qrlib.rl.train import load_config, train
 
     env = RewardEnv(searcher, dict(qrels), reward="rlqr", fmt="plain", queries=dict(queries),
                     k=k, lenient=True)
@@ -146,7 +148,6 @@ def search_scores(retriever: Any, qrels: Mapping[str, Mapping[str, int]],
     """Per-query ``measures`` (ir-measures through :func:`qrlib.eval.metrics.evaluate`) of
     each query's search text, one search for all of them: a DataFrame indexed by query id in
     the given order, a column per measure (a query whose list finds nothing judged scores 0)."""
-    from qrlib.eval import metrics
 
     qids = list(texts_by_qid)
     res = retriever.search([texts_by_qid[q] for q in qids], depth)
