@@ -9,7 +9,8 @@
    the only relevant document);
 5. :func:`train_rewriter` trains one rewriter per retriever with the reward of Eq. 5-6
    (``reward="rlqr"``), parsing rollouts exactly as the evaluation does (lenient);
-6. :func:`search_scores` scores any search texts on the real test queries.
+6. :func:`~qrlib.eval.scoring.search_scores` (re-exported) scores any search texts on the
+   real test queries.
 
 The model and retriever objects come in from the notebook; nothing here downloads.
 """
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from qrlib.core.errors import QrlibError
-from qrlib.eval import metrics
+from qrlib.eval.scoring import search_scores
 from qrlib.generation import policy
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.rl.env import RewardEnv
@@ -141,16 +142,3 @@ def train_rewriter(name: str, searcher: Any, queries: Mapping[str, str],
                            reward_params={"k": k, "lenient": True}, **train_kw))
     return train(cfg, env=env, queries=dict(queries))
 
-
-def search_scores(retriever: Any, qrels: Mapping[str, Mapping[str, int]],
-                  texts_by_qid: Mapping[str, str], measures: Sequence[str] = ("nDCG@3",),
-                  depth: int = 100) -> Any:
-    """Per-query ``measures`` (ir-measures through :func:`qrlib.eval.metrics.evaluate`) of
-    each query's search text, one search for all of them: a DataFrame indexed by query id in
-    the given order, a column per measure (a query whose list finds nothing judged scores 0)."""
-
-    qids = list(texts_by_qid)
-    res = retriever.search([texts_by_qid[q] for q in qids], depth)
-    ev = metrics.evaluate(dict(zip(qids, res)), {q: qrels[q] for q in qids}, tuple(measures),
-                          per_query=True)
-    return ev.set_index("query_id")[list(measures)].reindex(qids).fillna(0.0)
