@@ -229,7 +229,9 @@ def publish_notebooks(profile: str, *, root: Path | None = None, names: list[str
                          f"params/{profile}.yaml` first")
     paths = sorted(src_dir.glob("[0-9][0-9]_*.ipynb"))
     # an executed copy of a notebook since renamed or removed is left behind, not published
-    paths = [p for p in paths if (root / "notebooks" / "src" / f"{p.stem}.py").exists()]
+    sources = root / "notebooks" / "src"
+    if sources.is_dir():
+        paths = [p for p in paths if (sources / f"{p.stem}.py").exists()]
     if names is not None:
         paths = [p for p in paths if p.stem in set(names)]
     manifest = load_manifest(profile, root)
