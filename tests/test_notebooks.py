@@ -305,11 +305,12 @@ def test_14_rlqr_rows_against_the_raw_query(rec, smoke_run):
 TRAINED_TABLES = {
     "05_vanilla_rl": ("05_test_results", "05_comparisons"),
     "07_acqo_stage2": ("07_acqo_results",),
-    "08_sage": ("08_sage_results", "08_sage_ablation", "08_comparisons"),
+    "08_sage": ("08_sage_results", "08_comparisons"),
     "10_evaluation": ("10_comparisons",),
     "12_acqo_vanilla_rl": ("12_vanilla_results", "12_comparisons"),
     "13_deepretrieval_sql": ("13_sql_results", "13_comparisons"),
     "14_rlqr": ("14_rlqr_results", "14_comparisons"),
+    "15_sage_ablation": ("15_sage_ablation", "15_comparisons"),
 }
 
 
@@ -374,3 +375,21 @@ def test_08_best_of_n_curves_and_sage_rows(rec, smoke_run):
     group = crs[crs["CRS reading"] == "group"]
     assert len(group) and (group["max |A_CRS - A_Direct|"] < 1e-6).all()
     assert (crs[crs["CRS reading"] == "no-centring"]["max |A_CRS - A_Direct|"] > 0).all()
+
+
+def test_15_ablation_rows_pair_with_the_raw_query_and_reuse_08s_scs_run(rec, smoke_run):
+    from qrlib.eval.compare import check_comparisons, select
+
+    r8, r15 = rec["08_sage"], rec["15_sage_ablation"]
+    _, _, paths = smoke_run
+    res = read_table(paths["tables_dir"] / "15_sage_ablation.csv").set_index("model")
+    # the same data cut as 08 (same smoke settings): the raw query and 08's SCS row agree
+    assert r15["nfcorpus.raw query.ndcg10"] == pytest.approx(r8["sage.nfcorpus.raw query.ndcg10"])
+    scs = "SCS, proactive prompt, p=0.05 (notebook 08's SAGE-SCS)"
+    assert r15[f"nfcorpus.{scs}.ndcg10"] == pytest.approx(r8["sage.nfcorpus.SAGE-SCS.ndcg10"])
+    assert res.loc[scs, "RL steps"] == res.loc["SCS, conservative prompt, p=0", "RL steps"] > 0
+    cmp = check_comparisons(read_table(paths["tables_dir"] / "15_comparisons.csv"), "15")
+    for _, c in select(cmp, **{"baseline kind": "baseline"}).iterrows():
+        assert c["diff"] == pytest.approx(res.loc[c.method, "nDCG@10"]
+                                          - res.loc["raw query", "nDCG@10"], abs=2e-4)
+        assert 0.0 <= res.loc[c.method, "modified"] <= 1.0
