@@ -92,7 +92,7 @@ from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
 from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.methods.sage import pipeline as sage
 from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale
 from qrlib.core.io import save_json, save_table
 
 print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
@@ -352,37 +352,18 @@ plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
 # query (SAGE Table 3's modification rate).
 
 # %%
-SAGE_EVAL, SAGE_REWRITES, SAGE_SCALE, KINDS = {}, {}, {}, {}
+SAGE_EVAL, SAGE_REWRITES, SAGE_SCALE = {}, {}, {}
 rows, COMPARISONS = [], []  # COMPARISONS: every paired comparison, in the workbook's one schema
 for name, (tr, te, full) in SAGE_DATA.items():
-    searcher = get_retriever(full, sage_retriever)
-    n = len(te.queries)
-    scores, rewrites = {"raw query": sage.search_scores(searcher, full.qrels, te.queries)["nDCG@10"]}, {}
-    scales, kinds = {"raw query": scale_columns(None, test_queries=n)}, {"raw query": "baseline"}
-    for prompt, df in sage.rewrite_test(model, te.queries, sorted({v.prompt for v in RUNS}),
-                                        max_new_tokens=eval_max_new_tokens,
-                                        autocast=eval_autocast).items():
-        label = f"untrained ({prompt})"
-        rewrites[label], kinds[label] = df, "untrained"
-        scales[label] = scale_columns(model, test_queries=n)
-    for v in RUNS:
-        s_ = SAGE_SUMMARIES[name, v.key]
-        rewrites[v.label] = sage.rewrite_test(model, te.queries, v.prompt, adapter=s_["adapter"],
-                                              max_new_tokens=eval_max_new_tokens,
-                                              autocast=eval_autocast)[v.prompt]
-        kinds[v.label] = "trained"
-        scales[v.label] = scale_columns(model, [pd.read_csv(s_["log"], dtype={"qids": str})],
-                                        test_queries=n)
-    for label, df in rewrites.items():
-        scores[label] = sage.search_scores(searcher, full.qrels,
-                                           dict(zip(df.qid, df.search_text)))["nDCG@10"]
-    r_, c_ = sage.result_rows(scores, rewrites, scales, kinds, dataset=name,
-                              retriever=sage_retriever, resamples=bootstrap, seed=seed)
-    rows += r_
-    COMPARISONS += c_
-    SAGE_EVAL.update({(name, k): v for k, v in scores.items()})
-    SAGE_REWRITES.update({(name, k): v for k, v in rewrites.items()})
-    SAGE_SCALE.update({(name, k): v for k, v in scales.items()})
+    ev = sage.evaluate(model, {v.label: (v.prompt, SAGE_SUMMARIES[name, v.key]) for v in RUNS},
+                       te, full, get_retriever(full, sage_retriever), dataset=name,
+                       retriever=sage_retriever, max_new_tokens=eval_max_new_tokens,
+                       autocast=eval_autocast, resamples=bootstrap, seed=seed)
+    rows += ev["rows"]
+    COMPARISONS += ev["comparisons"]
+    SAGE_EVAL.update({(name, k): v for k, v in ev["scores"].items()})
+    SAGE_REWRITES.update({(name, k): v for k, v in ev["rewrites"].items()})
+    SAGE_SCALE.update({(name, k): v for k, v in ev["scales"].items()})
 SAGE_RESULTS = pd.DataFrame(rows)
 for _, r in SAGE_RESULTS.iterrows():
     record(f"sage.{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])

@@ -83,7 +83,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import load_json, save_json, save_table
 from qrlib.eval import published
 from qrlib.eval.compare import comparison_table, describe
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale
 from qrlib.methods.sage import pipeline as sage
 from qrlib.retrieval import retrievers as retrieval
 
@@ -180,32 +180,13 @@ plots.save_figure(fig, "15_ablation_training_curves", figures_dir, profile=profi
 # %%
 rows, COMPARISONS, REWRITES = [], [], {}
 for name, (tr, te, full) in SAGE_DATA.items():
-    n = len(te.queries)
-    scores = {"raw query": sage.search_scores(SEARCHERS[name], full.qrels, te.queries)["nDCG@10"]}
-    scales, kinds, rewrites = {"raw query": scale_columns(None, test_queries=n)}, \
-        {"raw query": "baseline"}, {}
-    for prompt, df in sage.rewrite_test(model, te.queries, sorted({v.prompt for v in ROWS}),
-                                        max_new_tokens=eval_max_new_tokens,
-                                        autocast=eval_autocast).items():
-        label = f"untrained ({prompt})"
-        rewrites[label], kinds[label] = df, "untrained"
-        scales[label] = scale_columns(model, test_queries=n)
-    for v in ROWS:
-        s_ = SUMMARIES[name, v.key]
-        rewrites[LABEL[v.key]] = sage.rewrite_test(model, te.queries, v.prompt,
-                                                   adapter=s_["adapter"],
-                                                   max_new_tokens=eval_max_new_tokens,
-                                                   autocast=eval_autocast)[v.prompt]
-        kinds[LABEL[v.key]] = "trained"
-        scales[LABEL[v.key]] = scale_columns(model, [LOGS[name, v.key]], test_queries=n)
-    for label, df in rewrites.items():
-        scores[label] = sage.search_scores(SEARCHERS[name], full.qrels,
-                                           dict(zip(df.qid, df.search_text)))["nDCG@10"]
-    r_, c_ = sage.result_rows(scores, rewrites, scales, kinds, dataset=name,
-                              retriever=sage_retriever, resamples=bootstrap, seed=seed)
-    rows += r_
-    COMPARISONS += c_
-    REWRITES.update({(name, k): v for k, v in rewrites.items()})
+    ev = sage.evaluate(model, {LABEL[v.key]: (v.prompt, SUMMARIES[name, v.key]) for v in ROWS},
+                       te, full, SEARCHERS[name], dataset=name, retriever=sage_retriever,
+                       max_new_tokens=eval_max_new_tokens, autocast=eval_autocast,
+                       resamples=bootstrap, seed=seed)
+    rows += ev["rows"]
+    COMPARISONS += ev["comparisons"]
+    REWRITES.update({(name, k): v for k, v in ev["rewrites"].items()})
 ABLATION = pd.DataFrame(rows)
 for _, r in ABLATION.iterrows():
     record(f"{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])

@@ -11,7 +11,9 @@
    prompt's answer format parsed leniently as the test rewrites are;
 4. :func:`rewrite_test` rewrites the test queries greedily with the base model or an adapter
    (``modified`` is Table 3's modification rate), and
-   :func:`~qrlib.eval.scoring.search_scores` (re-exported) scores any search texts.
+   :func:`~qrlib.eval.scoring.search_scores` (re-exported) scores any search texts;
+5. :func:`evaluate` does both for the raw query, the untrained model with each prompt and
+   every trained run, and :func:`result_rows` pairs each with the raw query.
 
 Models and retrievers come in from the notebook; nothing here downloads.
 """
@@ -23,8 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from qrlib.core.errors import QrlibError
 from qrlib.eval.compare import compare
+from qrlib.eval.scale import scale_columns
 from qrlib.data import datasets as qdata
 from qrlib.eval.scoring import search_scores
 from qrlib.generation import policy, rewrite
@@ -33,7 +38,7 @@ from qrlib.rl.env import RewardEnv
 from qrlib.rl.train import load_config, train
 
 __all__ = ["Variant", "variants", "pick", "sage_data", "train_variant", "rewrite_test",
-           "search_scores", "result_rows", "MAIN", "ABLATION"]
+           "search_scores", "result_rows", "evaluate", "MAIN", "ABLATION"]
 
 MAIN = ("unguided", "direct", "scs", "crs")  # Tables 1-2: the rewards against unguided RL
 ABLATION = ("conservative", "proactive")  # Table 3 besides the proactive rows with p > 0
@@ -171,3 +176,39 @@ def result_rows(scores: Mapping[str, Any], rewrites: Mapping[str, Any],
                      "gen tokens": df.gen_tokens.mean() if df is not None else 0.0,
                      **scales[label]})
     return rows, comparisons
+
+
+def evaluate(model: str, trained: Mapping[str, tuple[str, Mapping[str, Any]]], test: Any,
+             full: Any, searcher: Any, *, dataset: str, retriever: str,
+             max_new_tokens: int = 32, autocast: bool | None = False, resamples: int = 10_000,
+             seed: int = 0) -> dict[str, Any]:
+    """The test evaluation of SAGE's tables on one dataset.
+
+    ``trained``: label -> (prompt, :func:`train_variant` summary). Rows: the raw query, the
+    untrained ``model`` with each prompt the runs use (``untrained (<prompt>)``) and every
+    trained run, each searched with ``searcher`` over ``full`` and scored nDCG@10 on the
+    ``test`` queries. Returns ``{"rows", "comparisons", "scores", "rewrites", "scales"}``
+    (:func:`result_rows`; scales read from the runs' logs)."""
+    n = len(test.queries)
+    scores = {"raw query": search_scores(searcher, full.qrels, test.queries)["nDCG@10"]}
+    scales = {"raw query": scale_columns(None, test_queries=n)}
+    kinds, rewrites = {"raw query": "baseline"}, {}
+    prompts = sorted({prompt for prompt, _ in trained.values()})
+    for prompt, df in rewrite_test(model, test.queries, prompts, max_new_tokens=max_new_tokens,
+                                   autocast=autocast).items():
+        label = f"untrained ({prompt})"
+        rewrites[label], kinds[label] = df, "untrained"
+        scales[label] = scale_columns(model, test_queries=n)
+    for label, (prompt, summary) in trained.items():
+        rewrites[label] = rewrite_test(model, test.queries, prompt, adapter=summary["adapter"],
+                                       max_new_tokens=max_new_tokens, autocast=autocast)[prompt]
+        kinds[label] = "trained"
+        scales[label] = scale_columns(model, [pd.read_csv(summary["log"], dtype={"qids": str})],
+                                      test_queries=n)
+    for label, df in rewrites.items():
+        scores[label] = search_scores(searcher, full.qrels,
+                                      dict(zip(df.qid, df.search_text)))["nDCG@10"]
+    rows, comparisons = result_rows(scores, rewrites, scales, kinds, dataset=dataset,
+                                    retriever=retriever, resamples=resamples, seed=seed)
+    return {"rows": rows, "comparisons": comparisons, "scores": scores, "rewrites": rewrites,
+            "scales": scales}
