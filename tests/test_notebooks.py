@@ -311,6 +311,7 @@ TRAINED_TABLES = {
     "13_deepretrieval_sql": ("13_sql_results", "13_comparisons"),
     "14_rlqr": ("14_rlqr_results", "14_comparisons"),
     "15_sage_ablation": ("15_sage_ablation", "15_comparisons"),
+    "16_acqo_transfer": ("16_comparisons",),
 }
 
 
@@ -393,3 +394,24 @@ def test_15_ablation_rows_pair_with_the_raw_query_and_reuse_08s_scs_run(rec, smo
         assert c["diff"] == pytest.approx(res.loc[c.method, "nDCG@10"]
                                           - res.loc["raw query", "nDCG@10"], abs=2e-4)
         assert 0.0 <= res.loc[c.method, "modified"] <= 1.0
+
+
+def test_16_transfer_rows_match_07_and_the_reader_scores_are_rates(rec, smoke_run):
+    from qrlib.eval.compare import check_comparisons, select
+
+    r7, r16 = rec["07_acqo_stage2"], rec["16_acqo_transfer"]
+    _, _, paths = smoke_run
+    # the same test cut and retriever as 07: the raw question scores identically
+    key = "2wikimultihopqa-mini.bm25.raw question.ndcg10"
+    assert r16[key] == pytest.approx(r7[key], abs=1e-9)
+    cmp = check_comparisons(read_table(paths["tables_dir"] / "16_comparisons.csv"), "16")
+    assert {"nDCG@10", "reader EM", "reader F1"} <= set(cmp.metric)
+    assert set(cmp.retriever) >= {"bm25", "dense"}  # cross-retriever rows exist
+    for _, c in select(cmp, metric="nDCG@10").iterrows():
+        base = r16[f"{c.dataset}.{c.retriever}.raw question.ndcg10"]
+        assert c["baseline score"] == pytest.approx(base, abs=1e-4)
+        assert c["score"] == pytest.approx(r16[f"{c.dataset}.{c.retriever}.{c.method}.ndcg10"],
+                                           abs=1e-4)
+    for k, v in r16.items():
+        if k.startswith("reader.") and k.endswith(".f1"):
+            assert 0.0 <= v <= 1.0, k

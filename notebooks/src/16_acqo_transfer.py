@@ -191,6 +191,8 @@ for (label, name, kind), pq in PER_Q.items():
                  "model": label, "nDCG@10": pq["nDCG@10"].mean(), "R@10": pq["R@10"].mean(),
                  "sub-queries": pd.Series({q: len(s) for q, s in SUBS[label, name].items()}).mean()})
 TRANSFER = pd.DataFrame(rows)
+for _, r in TRANSFER.iterrows():
+    record(f"{r.dataset}.{r.retriever}.{r.model}.ndcg10", r["nDCG@10"])
 save_table(TRANSFER.round(4), "16_transfer", tables_dir,
            caption=("ACQO's decomposer on every test set (in / out of the training domain) and "
                     "evaluation retriever (the training one, or the other: cross-retriever, "
@@ -230,6 +232,7 @@ for name, ds in TEST.items():
         QA_PQ[label, name] = qa.score_answers(ANSWERS[label, name], golds)
 del reader_m
 engine.close_engines()
+save_json({f"{k[0]} | {k[1]}": v for k, v in ANSWERS.items()}, out_dir / "reader_answers.json")
 rows = []
 for name in test_datasets:
     base = QA_PQ["raw question", name]
@@ -255,6 +258,16 @@ save_table(READER.round(4), "16_reader", tables_dir,
                     f"token F1 (SQuAD v1.1) with Δ vs the raw question and its 95% paired "
                     f"bootstrap [profile: {profile}]"))
 READER.round(3)
+
+# %% [markdown]
+# A few answers next to the gold ones (first questions of each test set):
+
+# %%
+pd.DataFrame([{"dataset": name, "question": TEST[name].queries[q], "gold": " | ".join(golds_[q]),
+               **{label: ANSWERS[label, name][q] for label in ROWS}}
+              for name in test_datasets
+              for golds_ in [dataset_answers(TEST[name], list(ANSWERS["raw question", name]))]
+              for q in list(ANSWERS["raw question", name])[:n_examples]])
 
 # %%
 CMP = comparison_table(cmp_rows)
