@@ -38,6 +38,7 @@ def test_reader_passages_and_the_first_line_of_an_answer():
     assert reader.passages_text([], corpus) == "(no passage was retrieved)"
     assert reader.first_line('\n  Answer: "Gustave Eiffel".\nBecause ...') == "Gustave Eiffel"
     assert reader.first_line("   \n") == ""
+    assert reader.first_line("The answer is: Sy Kattelson") == "Sy Kattelson"
     with pytest.raises(QrlibError, match="passage_words must be >= 1"):
         reader.passages_text(["d1"], corpus, passage_words=0)
 

@@ -38,12 +38,14 @@ def passages_text(doc_ids: Sequence[str], corpus: Mapping[str, Any], *,
 
 def first_line(completion: str) -> str:
     """The prediction: the completion's first non-empty line, stripped of a leading
-    ``Answer:`` and surrounding quotes or a final full stop."""
+    ``Answer:`` / ``The answer is`` and of surrounding quotes or a final full stop."""
     for line in completion.splitlines():
         line = line.strip()
         if line:
-            if line.lower().startswith("answer:"):
-                line = line[len("answer:"):].strip()
+            for lead in ("the answer is:", "the answer is", "answer:"):
+                if line.lower().startswith(lead):
+                    line = line[len(lead):].strip()
+                    break
             return line.rstrip(".").strip().strip("\"'").rstrip(".").strip()
     return ""
 
