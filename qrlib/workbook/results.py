@@ -843,8 +843,9 @@ GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
      ("14_",)),
     ("DeepRetrieval's SQL database search (Table 3)", "issue 26, notebook 13", ("13_",)),
     ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
-     "reasoning vs no reasoning (Fig. 4)", "issue 12, notebook 11", ("11_evidence_trained",
-                                                                    "11_think")),
+     "reasoning vs no reasoning (Fig. 4)", "issue 26, notebook 17", ("17_",)),
+    ("ACQO out of domain, cross-retriever and with a reader (Table 10)", "issue 26, notebook 16",
+     ("16_",)),
 ]
 
 
@@ -883,10 +884,47 @@ def _other_tables(d: Doc) -> str:
             + ", ".join(f"`{t}.md`" for t in rest) + ".\n")
 
 
+def _comparisons_section(d: Doc, table: str, title: str, intro: str, *,
+                         metrics: tuple[str, ...] | None = None) -> str:
+    """A section that lists one notebook's comparison table by column (``qrlib.eval.compare``
+    schema): every method against the raw query, its interval, verdict and training scale.
+    Empty until the notebook has run in this profile."""
+    if not d.has(table):
+        return ""
+    cmp = select(check_comparisons(d.t(table), table), **{"baseline kind": "baseline"})
+    if metrics is not None:
+        cmp = cmp[cmp.metric.isin(metrics)]
+    rows = [[r.dataset, r.retriever, r.metric, r.method, d.n(r.score), d.n(r["baseline score"]),
+             d.interval(r["diff"], r.lo, r.hi), verdict(r.lo, r.hi), d.scale(r)]
+            for _, r in cmp.iterrows()]
+    return (f"## {title} ({_cite(table)})\n\n{intro}\n\n"
+            + _md_table(["test set", "retriever", "metric", "method", "score", "raw", "Δ [95% CI]",
+                         "vs raw", "training scale"], rows) + "\n")
+
+
+def _acqo_transfer(d: Doc) -> str:
+    """ACQO without retraining (notebook 16): out of domain, cross-retriever, a reader."""
+    return _comparisons_section(
+        d, "16_comparisons", "ACQO out of domain, across retrievers and end to end (notebook 16)",
+        "07's adapters on each test set (out of domain where 06 did not train on it), searched "
+        "with each retriever, and a local reader's EM / F1 from each row's top passages (ACQO "
+        "Table 10's setting); every row minus the raw question, 95% paired bootstrap.")
+
+
+def _evidence(d: Doc) -> str:
+    """DeepRetrieval's evidence seeking with trained rewriters (notebook 17)."""
+    return _comparisons_section(
+        d, "17_comparisons", "DeepRetrieval evidence seeking, trained (notebook 17)",
+        "H@N of each rewriter's rewrite and of the rewrite with its injected answer strings "
+        "removed (App. E, string match) against the raw question; `17_evidence.md` has the "
+        "injection rates.")
+
+
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
     ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
-    ("sage", _sage), ("rl-qr", _rlqr), ("beyond BEIR", _audit), ("sql", _sql),
+    ("acqo transfer", _acqo_transfer), ("sage", _sage), ("rl-qr", _rlqr),
+    ("beyond BEIR", _audit), ("sql", _sql), ("evidence", _evidence),
     ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 
