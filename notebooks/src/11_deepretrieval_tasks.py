@@ -746,7 +746,9 @@ if "Lucene contents:" in t_audit.columns:
                      f"to the published value; scoring with the released evaluation script "
                      f"(one item per qrels row, last target per query) leaves "
                      f"{s_['Lucene contents:, released eval'] - s_['published BM25']:+.4f}. "
-                     "HotpotQA's published 0.611 (5.2M paragraphs) cannot be checked on the subset here.")
+                     + (f"HotpotQA's published {t_audit.loc['hotpotqa-large', 'published BM25']:.3f} "
+                        "(5.2M paragraphs) cannot be checked on the subset here."
+                        if "hotpotqa-large" in t_audit.index else ""))
     if (tdir / "11_prefix_damage.csv").exists():
         t_dmg = pd.read_csv(tdir / "11_prefix_damage.csv").set_index("dataset")
         lines.append("- Share of queries that lose their first word to the prefix: "
