@@ -289,14 +289,15 @@ def test_14_rlqr_rows_against_the_raw_query(rec, smoke_run):
     assert raw["bm25"] == pytest.approx(RLQR_SMOKE_RAW_BM25, abs=0.005)  # deterministic search
     cmp = check_comparisons(read_table(paths["tables_dir"] / "14_comparisons.csv"), "14")
     three = select(cmp, metric="nDCG@3")
-    assert set(zip(three.retriever, three.method)) == {
-        (k, m) for k in ("bm25", "dense") for m in ("untrained", "RL-QR")}
+    pairs = set(zip(three.retriever, three.method))
+    assert {(k, m) for k in ("bm25", "dense") for m in ("untrained", "RL-QR")} <= pairs
+    assert {m for _, m in pairs} <= {"untrained", "RL-QR", "RL-QR (hard questions)"}
     for _, c in three.iterrows():
         row = res[(res.retriever == c.retriever) & (res.model == c.method)].iloc[0]
         assert c["diff"] == pytest.approx(row["nDCG@3"] - raw[c.retriever], abs=1e-4)
         assert c.lo <= c["diff"] + 1e-12 and c["diff"] <= c.hi + 1e-12
         assert c["test queries"] == 10
-        assert c["RL steps"] == (1 if c.method == "RL-QR" else 0)
+        assert c["RL steps"] == (1 if c.method.startswith("RL-QR") else 0)
         assert r[f"scifact.{c.retriever}.{c.method}.nDCG@3.vs_raw"] == pytest.approx(
             [c["diff"], c.lo, c.hi], abs=1e-4)  # the table is rounded to 4 decimals
 

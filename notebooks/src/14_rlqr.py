@@ -170,6 +170,9 @@ for name, te in DATA.items():
                 queries, qrels, RETRIEVERS[name, kind])
             TRAIN_SIZES.append({"dataset": name, "retriever": kind, "training set": tset,
                                 "questions": len(q_)})
+            if not q_:
+                print(f"{name} · {kind}: no {tset} training question, so no rewriter for it")
+                continue
             SUMMARIES[name, kind, tset] = s = rlqr.train_rewriter(
                 f"rlqr-{name}-{kind}{SETS[tset][1]}", RETRIEVERS[name, kind], q_, r_,
                 run_dir=run_dir, k=reward_k, prefill=prefill, model=model, dataset=name,
@@ -240,7 +243,7 @@ for name, te in DATA.items():
         methods = {"raw query": (None, scale_columns(None, test_queries=n), "baseline"),
                    "untrained": (REWRITES[name, "untrained"],
                                  scale_columns(model, test_queries=n), "untrained")}
-        for tset in train_sets:
+        for tset in [t for t in train_sets if (name, kind, t) in SUMMARIES]:
             REWRITES[name, kind, tset] = rewrite_all(SUMMARIES[name, kind, tset]["adapter"], te)
             methods[SETS[tset][0]] = (REWRITES[name, kind, tset],
                                       scale_columns(model, [LOGS[name, kind, tset]],
@@ -297,7 +300,8 @@ ex = []
 for name, te in DATA.items():
     base = REWRITES[name, "untrained"].set_index("qid")
     for kind in retrievers:
-        trained_ = {SETS[t][0]: REWRITES[name, kind, t].set_index("qid") for t in train_sets}
+        trained_ = {SETS[t][0]: REWRITES[name, kind, t].set_index("qid") for t in train_sets
+                    if (name, kind, t) in REWRITES}
         for q in list(te.queries)[:n_examples]:
             ex.append({"index": f"{name} · {kind}", "query": te.queries[q],
                        "untrained": base.loc[q, "rewrite"],
