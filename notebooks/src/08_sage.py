@@ -92,7 +92,8 @@ from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
 from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.methods.sage import pipeline as sage
 from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale
+from qrlib.eval import curves
+from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.core.io import save_json, save_table
 
 print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
@@ -323,22 +324,11 @@ save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sa
 # ### Training curves (SAGE App. A.4): reward and response length per step
 
 # %%
-LOGS = []
-for (name, key), s in SAGE_SUMMARIES.items():
-    lg = pd.read_csv(s["log"], dtype={"qids": str})
-    LOGS.append(lg.assign(dataset=name, run=VARIANTS[key].label))
-LOGS = pd.concat(LOGS, ignore_index=True)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-for i, (run, lg) in enumerate(LOGS.groupby("run")):
-    w = max(1, len(lg) // 4)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), color=f"C{i}", label=run)
-    axes[1].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=f"C{i}")
-axes[0].set(title="mean shaped reward (running mean)", xlabel="GRPO step", ylabel="reward")
-axes[1].set(title="response length (running mean)", xlabel="GRPO step", ylabel="tokens")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run")
+CURVES = {VARIANTS[key].label + (f" ({name})" if len(sage_datasets) > 1 else ""):
+          pd.read_csv(s_["log"], dtype={"qids": str}) for (name, key), s_ in SAGE_SUMMARIES.items()}
+fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
 setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs, per run: "
-                + "; ".join(f"{run} {fmt_scale(log_scale(lg))}" for run, lg in LOGS.groupby("run")))
+                + curves.scale_setting(CURVES))
 plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
                   setting=setting_sage,
                   caption=("SAGE training: shaped reward and response length per GRPO step "

@@ -75,7 +75,6 @@ S = session.start("15_sage_ablation", run_dir=run_dir, figures_dir=figures_dir,
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from qrlib import plots
@@ -83,7 +82,8 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import load_json, save_json, save_table
 from qrlib.eval import published
 from qrlib.eval.compare import comparison_table, describe
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale
+from qrlib.eval import curves
+from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.methods.sage import pipeline as sage
 from qrlib.retrieval import retrievers as retrieval
 
@@ -153,20 +153,11 @@ LABEL = {v.key: v.label for v in RUNS}
 LABEL["scs"] = f"SCS, proactive prompt, p={copy_penalty:g} (notebook 08's SAGE-SCS)"
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-for i, ((name, key), lg) in enumerate(LOGS.items()):
-    w = max(1, len(lg) // 4)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), color=f"C{i}",
-                 label=f"{LABEL[key]} ({name})")
-    axes[1].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=f"C{i}")
-axes[0].set(title="mean shaped reward (running mean)", xlabel="GRPO step", ylabel="reward")
-axes[1].set(title="response length (running mean)", xlabel="GRPO step", ylabel="tokens")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run")
+CURVES = {f"{LABEL[key]} ({name})": lg for (name, key), lg in LOGS.items()}
+fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
 plots.save_figure(fig, "15_ablation_training_curves", figures_dir, profile=profile,
                   setting=(f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs: "
-                           + "; ".join(f"{LABEL[k]} {fmt_scale(log_scale(lg))}"
-                                       for (_, k), lg in LOGS.items())),
+                           + curves.scale_setting(CURVES)),
                   caption="SAGE-SCS under three exploration settings: shaped reward and "
                           "response length per GRPO step (SAGE Table 3's runs)")
 

@@ -75,7 +75,6 @@ S = session.start("17_deepretrieval_evidence", run_dir=run_dir, figures_dir=figu
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from qrlib import plots
@@ -84,7 +83,8 @@ from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.eval import published
 from qrlib.eval.compare import comparison_table, describe
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.eval import curves
+from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
 from qrlib.methods.deepretrieval import evidence as ev
 from qrlib.methods.deepretrieval import evidence_rl as er
 from qrlib.retrieval import retrievers as retrieval
@@ -157,19 +157,10 @@ save_json({f"{n}:{r}": s for (n, r), s in SUMMARIES.items()}, out_dir / "train_s
 # completion holds the reasoning and the query, without it the query alone.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-for i, ((name, run), lg) in enumerate(LOGS.items()):
-    w = max(1, len(lg) // 4)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), color=f"C{i}",
-                 label=f"{name} · {run}")
-    axes[1].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=f"C{i}")
-axes[0].set(title="mean answer-rank reward (running mean)", xlabel="GRPO step", ylabel="reward")
-axes[1].set(title="completion length (running mean)", xlabel="GRPO step", ylabel="tokens")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run")
+CURVES = {f"{name} · {run}": lg for (name, run), lg in LOGS.items()}
+fig = curves.reward_and_length(CURVES, reward="mean answer-rank reward")
 plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
-                  setting=f"{model}; " + "; ".join(f"{n} {r} {fmt_scale(log_scale(lg))}"
-                                                   for (n, r), lg in LOGS.items()),
+                  setting=f"{model}; from the logs: " + curves.scale_setting(CURVES),
                   caption="Evidence seeking: reward and completion length per GRPO step, with "
                           "and without reasoning (DeepRetrieval Fig. 4's comparison)")
 
