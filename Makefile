@@ -54,7 +54,7 @@ ifeq ($(TEST_PARALLEL),0)
 	$(PYTEST) tests
 else
 	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider tests/test_notebooks.py > $$log 2>&1 & nb=$$!; \
-	$(PYTEST) --ignore=tests/test_notebooks.py tests; unit=$$?; \
+	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py tests; unit=$$?; \
 	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile)"; cat $$log; rm -f $$log; \
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
 endif

@@ -61,3 +61,16 @@ def test_search_scores_follow_the_query_order_and_score_misses_zero():
                            ("nDCG@3", "nDCG@10"))
     assert list(s.index) == ["q2", "q1"] and list(s.columns) == ["nDCG@3", "nDCG@10"]
     assert s.loc["q2", "nDCG@3"] == pytest.approx(1.0) and s.loc["q1", "nDCG@10"] == 0.0
+
+
+def test_hard_subset_keeps_only_questions_the_raw_query_does_not_solve():
+    bm25 = retrieval.build_retriever("bm25", CORPUS)
+    queries = {"easy": "aspirin stroke risk", "hard": "cholesterol", "vague": "health effects"}
+    qrels = {"easy": {"d2": 1}, "hard": {"d4": 1}, "vague": {"d5": 1}}
+    q, r = rlqr.hard_subset(queries, qrels, bm25)
+    assert "easy" not in q and set(q) == {"hard", "vague"} and r["hard"] == {"d4": 1}
+    # BM25 returns no document without a shared term: those sources stay unreached at any depth
+    q5, _ = rlqr.hard_subset(queries, qrels, bm25, solved_at=6)
+    assert set(q5) == {"hard", "vague"}
+    q1, _ = rlqr.hard_subset({"x": "statins lower cholesterol"}, {"x": {"d1": 1}}, bm25)
+    assert q1 == {}

@@ -33,9 +33,7 @@ bon_batch_size = 64  # sequences generated together
 # --- 2-3. SAGE training (Sec. 2.3-2.5, Tables 1-3)
 sage_datasets = ["nfcorpus"]  # train split for RL, test split for evaluation
 sage_retriever = "dense"  # SAGE targets dense retrieval
-sage_runs = ["unguided", "direct", "scs", "crs"]  # reward variants; unguided is DeepRetrieval-style RL
-sage_ablation = ["conservative", "proactive"]  # Table 3 rows besides SCS + p (p-values below)
-sage_ablation_p = [0.02]  # extra copy penalties for the proactive SCS rows (main run uses copy_penalty)
+sage_runs = ["unguided", "direct", "scs", "crs"]  # reward variants (qrlib.methods.sage.pipeline.variants); unguided is DeepRetrieval-style RL; Table 3's ablation is notebook 15
 copy_penalty = 0.05  # p of SAGE Eq. 3 (Sec. 4.3 uses 0.05; Table 3 shows 0.02)
 n_train_queries = 16  # training queries (random subset of the train split)
 n_test_queries = 20  # test queries; None means all
@@ -47,6 +45,8 @@ max_completion_length = 32  # token budget of one rollout
 temperature = 1.0  # sampling temperature of rollouts
 learning_rate = 5e-5  # LoRA learning rate
 beta = 0.001  # KL coefficient
+dynamic_sampling = 0  # DAPO dynamic sampling rounds for groups whose rewards are all equal (0: off)
+stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["}"] for the JSON answer
 eval_max_new_tokens = 32  # greedy budget for test rewrites
 eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but 16-19 % of a trained adapter's greedy outputs then differ from fp32: benchmarks/bench_eval_precision.py); None: where the CPU has native bf16 matmul
 
@@ -84,17 +84,16 @@ import pandas as pd
 import torch
 
 from qrlib.data import datasets as qdata
-from qrlib.eval import metrics, published
 from qrlib import plots
 from qrlib.generation import policy, rewrite
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
 from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
-from qrlib.rl.env import RewardEnv
 from qrlib.generation.prompts import REGISTRY, as_template
+from qrlib.methods.sage import pipeline as sage
 from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
-from qrlib.rl.train import load_config, train
+from qrlib.eval import curves
+from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.core.io import save_json, save_table
 
 print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
@@ -110,15 +109,6 @@ def get_retriever(ds, kind):
               if kind == "dense" else {})
         RETRIEVERS[key] = retrieval.build_retriever(kind, ds.corpus, **kw)
     return RETRIEVERS[key]
-
-
-def ndcg_per_query(ds, kind, texts_by_qid, k=10):
-    """nDCG@k of each query's search text (ir-measures, through qrlib.eval.metrics)."""
-    qids = list(texts_by_qid)
-    res = get_retriever(ds, kind).search([texts_by_qid[q] for q in qids], 100)
-    ev = metrics.evaluate(dict(zip(qids, res)), {q: ds.qrels[q] for q in qids},
-                          (f"nDCG@{k}",), per_query=True)
-    return ev.set_index("query_id")[f"nDCG@{k}"].reindex(qids).fillna(0.0)
 
 
 # %% [markdown]
@@ -304,84 +294,41 @@ ex[["dataset", "family", "prompt", "query", "rewrite", "format_ok"]]
 # the format-valid column of the results shows what that costs a small model.
 
 # %%
-SAGE_SPECS = {
-    "unguided": ("generic/rewrite", "deepretrieval_ndcg", {"format_penalty": 0.0}),
-    "direct": ("sage/guided", "sage_direct", {"p": copy_penalty}),
-    "scs": ("sage/guided", "sage_scs", {"p": copy_penalty}),
-    "crs": ("sage/guided", "sage_crs", {"p": copy_penalty}),
-    "conservative": ("sage/guided-conservative", "sage_scs", {"p": 0.0}),
-    "proactive": ("sage/guided", "sage_scs", {"p": 0.0}),
-}
-for p_ in sage_ablation_p:
-    SAGE_SPECS[f"proactive-p{p_:g}"] = ("sage/guided", "sage_scs", {"p": float(p_)})
-LABELS = {"unguided": "unguided RL (DeepRetrieval-style)", "direct": "SAGE Direct",
-          "scs": "SAGE-SCS", "crs": "SAGE-CRS",
-          "conservative": "SCS, conservative prompt, p=0",
-          "proactive": "SCS, proactive prompt, p=0",
-          **{f"proactive-p{p_:g}": f"SCS, proactive prompt, p={p_:g}" for p_ in sage_ablation_p}}
-unknown = sorted((set(sage_runs) | set(sage_ablation)) - set(SAGE_SPECS))
-assert not unknown, f"unknown SAGE run(s) {unknown}; accepted: {sorted(SAGE_SPECS)}"
-SAGE_KEYS = list(dict.fromkeys([*sage_runs, *sage_ablation,
-                                *[f"proactive-p{p_:g}" for p_ in sage_ablation_p]]))
-
-SAGE_DATA = {}
-for name in sage_datasets:
-    tr = qdata.subset(qdata.load_dataset(name, "train", data_dir=data_dir),
-                      n_queries=n_train_queries,
-                      n_distractors=0 if n_distractors is not None else None, seed=seed)
-    te = qdata.subset(qdata.load_dataset(name, "test", data_dir=data_dir),
-                      n_queries=n_test_queries, n_distractors=n_distractors, seed=seed)
-    full = qdata.Dataset(name=name, corpus={**te.corpus, **tr.corpus},
-                         queries={**te.queries, **tr.queries}, qrels={**te.qrels, **tr.qrels})
-    SAGE_DATA[name] = (tr, te, full)
+VARIANTS = sage.variants(copy_penalty)
+RUNS = sage.pick(sage_runs, VARIANTS)  # a one-line error names an unknown key
+SAGE_DATA = {name: sage.sage_data(name, n_train_queries=n_train_queries,
+                                  n_test_queries=n_test_queries, n_distractors=n_distractors,
+                                  seed=seed, data_dir=data_dir) for name in sage_datasets}
+for name, (tr, te, full) in SAGE_DATA.items():
     print(f"{name}: train {len(tr.queries)}, test {len(te.queries)}, docs {len(full.corpus)}")
-
-
-def sage_train(name, key):
-    tr, te, full = SAGE_DATA[name]
-    prompt, reward, params = SAGE_SPECS[key]
-    meta = as_template(prompt).meta
-    env = RewardEnv(get_retriever(full, sage_retriever), full.qrels, reward=reward,
-                    fmt=meta["fmt"], queries=full.queries, k=10, lenient=True, **params)
-    cfg = load_config(dict(
-        name=f"08-sage-{name}-{sage_retriever}-{key}", run_dir=str(run_dir), model=model,
-        dataset=name, retriever=sage_retriever, prompt=prompt, fmt=meta["fmt"],
-        prefill=meta["prefill"], max_steps=train_steps, prompts_per_step=prompts_per_step,
-        num_generations=num_generations, max_completion_length=max_completion_length,
-        temperature=temperature, learning_rate=learning_rate, beta=beta, seed=seed,
-        save_steps=max(1, train_steps // 2), n_queries=n_train_queries,
-        n_distractors=n_distractors))
-    return train(cfg, env=env, queries=tr.queries)
-
+TRAIN_KW = dict(model=model, retriever=sage_retriever, max_steps=train_steps,
+                prompts_per_step=prompts_per_step, num_generations=num_generations,
+                max_completion_length=max_completion_length, temperature=temperature,
+                learning_rate=learning_rate, beta=beta, seed=seed,
+                dynamic_sampling=dynamic_sampling, stop=list(stop),
+                save_steps=max(1, train_steps // 4), n_queries=n_train_queries,
+                n_distractors=n_distractors)
 
 SAGE_SUMMARIES = {}
-for name in sage_datasets:
-    for key in SAGE_KEYS:
+for name, (tr, te, full) in SAGE_DATA.items():
+    for v in RUNS:  # runs are named by variant, so notebook 15 finds SCS's run here
         t0 = time.perf_counter()
-        SAGE_SUMMARIES[name, key] = train_summary = sage_train(name, key)
-        print(f"{name} {key}: {train_summary['steps']} steps, {time.perf_counter() - t0:.0f}s")
+        SAGE_SUMMARIES[name, v.key] = s_ = sage.train_variant(
+            v, get_retriever(full, sage_retriever), full, tr.queries,
+            name=f"sage-{name}-{sage_retriever}-{v.key}", run_dir=run_dir, dataset=name,
+            **TRAIN_KW)
+        print(f"{name} {v.key}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
 save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sage_summaries.json")
 
 # %% [markdown]
 # ### Training curves (SAGE App. A.4): reward and response length per step
 
 # %%
-LOGS = []
-for (name, key), s in SAGE_SUMMARIES.items():
-    lg = pd.read_csv(s["log"], dtype={"qids": str})
-    LOGS.append(lg.assign(dataset=name, run=LABELS[key]))
-LOGS = pd.concat(LOGS, ignore_index=True)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-for i, (run, lg) in enumerate(LOGS.groupby("run")):
-    w = max(1, len(lg) // 4)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), color=f"C{i}", label=run)
-    axes[1].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), color=f"C{i}")
-axes[0].set(title="mean shaped reward (running mean)", xlabel="GRPO step", ylabel="reward")
-axes[1].set(title="response length (running mean)", xlabel="GRPO step", ylabel="tokens")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run")
+CURVES = {VARIANTS[key].label + (f" ({name})" if len(sage_datasets) > 1 else ""):
+          pd.read_csv(s_["log"], dtype={"qids": str}) for (name, key), s_ in SAGE_SUMMARIES.items()}
+fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
 setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs, per run: "
-                + "; ".join(f"{run} {fmt_scale(log_scale(lg))}" for run, lg in LOGS.groupby("run")))
+                + curves.scale_setting(CURVES))
 plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
                   setting=setting_sage,
                   caption=("SAGE training: shaped reward and response length per GRPO step "
@@ -395,61 +342,18 @@ plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
 # query (SAGE Table 3's modification rate).
 
 # %%
-SAGE_EVAL, SAGE_REWRITES = {}, {}
-for name in sage_datasets:
-    tr, te, full = SAGE_DATA[name]
-    SAGE_EVAL[name, "raw query"] = ndcg_per_query(full, sage_retriever, te.queries)
-    base, tok = policy.load_policy(model)
-    prompts_used = sorted({SAGE_SPECS[k][0] for k in SAGE_KEYS})
-    for prompt in prompts_used:
-        meta = as_template(prompt).meta
-        df = rewrite.rewrite_queries(base, tok, te.queries, prompt, fmt=meta["fmt"],
-                                     prefill=meta["prefill"], max_new_tokens=eval_max_new_tokens,
-                                     autocast=eval_autocast)
-        SAGE_REWRITES[name, f"untrained ({prompt})"] = df
-    del base
-    gc.collect()
-    for key in SAGE_KEYS:
-        prompt = SAGE_SPECS[key][0]
-        meta = as_template(prompt).meta
-        m, tok = policy.load_policy(model, adapter=SAGE_SUMMARIES[name, key]["adapter"])
-        SAGE_REWRITES[name, LABELS[key]] = rewrite.rewrite_queries(
-            m, tok, te.queries, prompt, fmt=meta["fmt"], prefill=meta["prefill"],
-            max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
-        del m
-        gc.collect()
-    for (n_, label), df in SAGE_REWRITES.items():
-        if n_ == name:
-            SAGE_EVAL[name, label] = ndcg_per_query(full, sage_retriever,
-                                                    dict(zip(df.qid, df.search_text)))
-
-def train_log(summary):
-    return pd.read_csv(summary["log"], dtype={"qids": str})
-
-
-KEY_OF = {LABELS[k]: k for k in SAGE_KEYS}
-COMPARISONS = []  # every paired comparison of this notebook, in the workbook's one schema
-SAGE_SCALE = {}
-rows = []
-for (name, label), pq in SAGE_EVAL.items():
-    raw = SAGE_EVAL[name, "raw query"]
-    df = SAGE_REWRITES.get((name, label))
-    key = KEY_OF.get(label)
-    SAGE_SCALE[name, label] = scale = scale_columns(
-        None if label == "raw query" else model,
-        [train_log(SAGE_SUMMARIES[name, key])] if key else [], test_queries=len(pq))
-    bs = compare(pq.to_dict(), raw.to_dict(), paper="sage", dataset=name,
-                 retriever=sage_retriever, metric="nDCG@10", method=label,
-                 kind="trained" if key else "baseline" if label == "raw query" else "untrained",
-                 baseline="raw query", scale=scale, resamples=bootstrap, seed=seed)
-    if label != "raw query":
-        COMPARISONS.append(bs)
-    rows.append({"dataset": name, "retriever": sage_retriever, "model": label,
-                 "nDCG@10": pq.mean(), "ΔnDCG@10 vs raw": bs["diff"], "lo": bs["lo"],
-                 "hi": bs["hi"], "wins/losses": f"{bs['wins']}/{bs['losses']}",
-                 "modified": df.modified.mean() if df is not None else 0.0,
-                 "format ok": df.format_ok.mean() if df is not None else 1.0,
-                 "gen tokens": df.gen_tokens.mean() if df is not None else 0.0, **scale})
+SAGE_EVAL, SAGE_REWRITES, SAGE_SCALE = {}, {}, {}
+rows, COMPARISONS = [], []  # COMPARISONS: every paired comparison, in the workbook's one schema
+for name, (tr, te, full) in SAGE_DATA.items():
+    ev = sage.evaluate(model, {v.label: (v.prompt, SAGE_SUMMARIES[name, v.key]) for v in RUNS},
+                       te, full, get_retriever(full, sage_retriever), dataset=name,
+                       retriever=sage_retriever, max_new_tokens=eval_max_new_tokens,
+                       autocast=eval_autocast, resamples=bootstrap, seed=seed)
+    rows += ev["rows"]
+    COMPARISONS += ev["comparisons"]
+    SAGE_EVAL.update({(name, k): v for k, v in ev["scores"].items()})
+    SAGE_REWRITES.update({(name, k): v for k, v in ev["rewrites"].items()})
+    SAGE_SCALE.update({(name, k): v for k, v in ev["scales"].items()})
 SAGE_RESULTS = pd.DataFrame(rows)
 for _, r in SAGE_RESULTS.iterrows():
     record(f"sage.{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])
@@ -471,14 +375,16 @@ SAGE_RESULTS.round(3)
 # %%
 PAIRS = [("direct", "unguided"), ("scs", "direct"), ("crs", "direct"), ("scs", "unguided"),
          ("crs", "unguided")]
+KEYS = [v.key for v in RUNS]
 for name in sage_datasets:
     for a, b in PAIRS:
-        if a in SAGE_KEYS and b in SAGE_KEYS:
+        if a in KEYS and b in KEYS:
+            la, lb = VARIANTS[a].label, VARIANTS[b].label
             COMPARISONS.append(compare(
-                SAGE_EVAL[name, LABELS[a]].to_dict(), SAGE_EVAL[name, LABELS[b]].to_dict(),
+                SAGE_EVAL[name, la].to_dict(), SAGE_EVAL[name, lb].to_dict(),
                 paper="sage", dataset=name, retriever=sage_retriever, metric="nDCG@10",
-                method=LABELS[a], kind="trained", baseline=LABELS[b], baseline_kind="trained",
-                scale=SAGE_SCALE[name, LABELS[a]], resamples=bootstrap, seed=seed))
+                method=la, kind="trained", baseline=lb, baseline_kind="trained",
+                scale=SAGE_SCALE[name, la], resamples=bootstrap, seed=seed))
 SAGE_VS = pd.DataFrame([c for c in COMPARISONS if c["baseline kind"] == "trained"])
 for _, r in SAGE_VS.iterrows():
     print(describe(r))
@@ -539,8 +445,10 @@ CRS_TABLE.round(4)
 
 # %%
 rows = []
+SAGE_LABELS = {f"untrained ({v.prompt})" for v in RUNS if v.prompt.startswith("sage/")} | {
+    v.label for v in RUNS if v.prompt.startswith("sage/")}
 for (name, label), df in SAGE_REWRITES.items():
-    if "sage/guided" in label or label.startswith(("SAGE", "SCS")):
+    if label in SAGE_LABELS:
         counts = df.strategy.fillna(0).astype(int).value_counts(normalize=True)
         rows.append({"dataset": name, "model": label,
                      **{("none" if s == 0 else f"s{s}"): counts.get(s, 0.0) for s in range(6)}})
@@ -548,28 +456,6 @@ STRAT_CHOICE = pd.DataFrame(rows)
 save_table(STRAT_CHOICE.round(3), "08_sage_strategy_choice", tables_dir,
            caption="Strategy ids chosen in the greedy test rewrites, before and after training")
 STRAT_CHOICE.round(2)
-
-# %% [markdown]
-# ### Exploration ablation (SAGE Table 3)
-#
-# SCS trained with the conservative prompt ("return the query unchanged if it cannot be
-# improved"), the proactive prompt, and the proactive prompt with the copy penalty. The
-# paper's point: without forced exploration the policy settles on copying the query.
-
-# %%
-abl_keys = [k for k in ("conservative", "proactive",
-                        *[f"proactive-p{p_:g}" for p_ in sage_ablation_p], "scs")
-            if k in SAGE_KEYS]
-ABLATION = SAGE_RESULTS[SAGE_RESULTS.model.isin([LABELS[k] for k in abl_keys])].copy()
-ABLATION.loc[ABLATION.model == LABELS["scs"], "model"] = (
-    f"SCS, proactive prompt, p={copy_penalty:g} (main run)")
-ABLATION = ABLATION[["dataset", "model", "nDCG@10", "ΔnDCG@10 vs raw", "lo", "hi", "modified",
-                     *SCALE_COLUMNS]]
-paper_t3 = published.table("sage", "Table 3")
-save_table(ABLATION.round(4), "08_sage_ablation", tables_dir,
-           caption="Exploration ablation (SAGE Table 3): nDCG@10 and modification rate")
-display(ABLATION.round(3))
-paper_t3
 
 # %% [markdown]
 # Every comparison of this notebook in the workbook's one schema (`08_comparisons`):

@@ -35,12 +35,6 @@ evidence_split = "test"  # qrels split whose questions are scored
 evidence_n_queries = None  # first N span-answerable questions per set (None: all)
 evidence_drop_yes_no = True  # leave out questions whose only answers are yes/no (no passage states them as a span)
 evidence_ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
-evidence_model = None  # policy for the rewrite rows (None: skip them; e.g. "qwen2.5-coder-0.5b")
-evidence_adapter = None  # LoRA adapter folder of an evidence-seeking RL run for a "trained" row (None: untrained rows only)
-evidence_prompts = ["deepretrieval/evidence-nothink"]  # prompt variants (add "deepretrieval/evidence-think" for the reasoning rows)
-evidence_max_new_tokens = 350  # generation budget (DeepRetrieval App. B.2: 350 for evidence seeking)
-evidence_batch_size = 8  # generation batch size
-evidence_n_boot = 10000  # paired-bootstrap resamples
 
 # %% [markdown]
 # # 11 · DeepRetrieval beyond BEIR
@@ -55,10 +49,11 @@ evidence_n_boot = 10000  # paired-bootstrap resamples
 #    Lucene through Pyserini 0.22.1.
 # 2. **Literature-search adapters** for PubMed and ClinicalTrials.gov behind the retriever
 #    protocol, with the Recall@3K tier reward, demonstrated on recorded answers.
-# 3. SQL database search (Table 3) — *to be added*.
-# 4. **Evidence-seeking retrieval** with answer spans (H@N, Table 1 right) and the
-#    knowledge-injection analysis (Fig. 3, App. E) with string matching.
-# 5. Reasoning vs no reasoning (Fig. 4) — *to be added*.
+# 3. SQL database search (Table 3) — notebook 13.
+# 4. **Evidence-seeking retrieval** with answer spans (H@N, Table 1 right) for the raw
+#    question; the rewriters, their RL training and the knowledge-injection analysis (Fig. 3,
+#    App. E) are notebook 17.
+# 5. Reasoning vs no reasoning (Fig. 4) — notebooks 17 (evidence seeking) and 13 (SQL).
 #
 # Published numbers are read from `qrlib/methods/deepretrieval/published.yaml`, never typed here.
 
@@ -572,8 +567,6 @@ else:
 
 # %%
 from qrlib.methods.deepretrieval import evidence as ev
-from qrlib.generation.prompts import get as get_prompt
-from qrlib.eval.stats import fmt_interval, paired_bootstrap
 
 NS = tuple(int(n) for n in evidence_ns)
 HN = [f"H@{n}" for n in NS]
@@ -661,125 +654,20 @@ save_table(raw_table, "11_evidence_raw", tables_dir,
 raw_table.round(3)
 
 # %% [markdown]
-# ### 4.3 Rewrites by a model, and the knowledge-injection analysis (Fig. 3, App. E)
+# ### 4.3 Rewriters, trained and untrained, and knowledge injection
 #
-# With a policy named (`evidence_model`), each prompt variant rewrites every question
-# (greedy, `qrlib.generation.rewrite.rewrite_queries`, prompt `deepretrieval/evidence-*`: a Boolean
-# BM25 query for a Wikipedia corpus, JSON inside `<answer>`; the `-think` variant reasons
-# in `<think>` first). A completion that yields no query is searched as the raw question.
-# An adapter (`evidence_adapter`) adds a "trained" row with the same prompt.
-#
-# **Knowledge injection.** A model may write the answer into the query from what it
-# already knows — retrieval then "succeeds" without the query being any better. The paper
-# has Claude-3.5-Sonnet find such spans (Fig. 18) and evaluates a *cleaned* query with them
-# removed; DeepRetrieval-3B injects in 22 % (NQ), 42 % (TriviaQA) and 5 % (SQuAD) of its
-# queries (Sec. 4). We replace the LLM judge with the string test above
-# (`evidence.injected_answers`): a rewrite injects when it contains an answer string the
-# question does not (an option named by a comparison question is not an injection), and
-# `evidence.strip_spans` removes those spans (whole tokens, case-insensitive; empty quotes
-# or parentheses and dangling AND/OR left behind are tidied). This is stricter about
-# spelling than the paper's judge (a paraphrased answer is not found) and blind to a
-# multi-hop specific: naming the *bridge* entity (the performer of the song, the director
-# of the film) is prior knowledge too, but it is not an answer string, so it is neither
-# counted nor removed.
-#
-# For each rewrite source we report H@N of the rewrite and of the cleaned rewrite, the
-# injection rate, and paired-bootstrap intervals (`qrlib.eval.stats.paired_bootstrap`,
-# questions resampled) of rewrite − raw and rewrite − cleaned (the paper's "performance
-# delta"): a gain over the raw question that vanishes after cleaning came from injection.
-
-# %%
-REWRITES, SCORED, INJ = {}, {}, {}
-if evidence_model is not None:
-    from qrlib.generation import policy, rewrite
-
-    sources = [("untrained", None)] + ([("trained", evidence_adapter)] if evidence_adapter else [])
-    for label, adapter in sources:
-        model_, tok_ = policy.load_policy(evidence_model, adapter=adapter)
-        for prompt_name in evidence_prompts:
-            tmpl = get_prompt(prompt_name)
-            src = f"{label} {prompt_name.split('/')[-1]}"
-            for name, (ds, questions, answers) in EVID.items():
-                rw = rewrite.rewrite_queries(model_, tok_, questions, prompt_name,
-                                             fmt=tmpl.meta["fmt"], prefill=tmpl.meta["prefill"],
-                                             max_new_tokens=evidence_max_new_tokens,
-                                             batch_size=evidence_batch_size, progress=False)
-                rw = rw.set_index("qid")
-                searched = rw["search_text"].to_dict()
-                inj = ev.injection_frame(questions, searched, answers)
-                REWRITES[src, name] = rw
-                INJ[src, name] = inj
-                SCORED[src, name] = {
-                    "rewrite": ev.score_run(BM25[name], searched, ds, answers, NS),
-                    "cleaned": ev.score_run(BM25[name], inj["cleaned"].to_dict(), ds, answers, NS)}
-        del model_
-else:
-    print("evidence_model is None: rewrite and injection rows skipped (raw-question table only)")
-
-# %%
-rw_rows, cmp_rows = [], []
-for (src, name), runs in SCORED.items():
-    rw, inj, raw = REWRITES[src, name], INJ[src, name], RAW[name]
-    base = {"dataset": name, "rewriter": src, "questions": len(raw)}
-    rw_rows.append({**base, "query": "raw question", **raw[HN].mean().to_dict()})
-    rw_rows.append({**base, "query": "rewrite", **runs["rewrite"][HN].mean().to_dict(),
-                    "format ok": rw["format_ok"].mean(), "modified": rw["modified"].mean(),
-                    "injection rate": inj["has_injection"].mean(),
-                    "gen tokens": rw["gen_tokens"].mean()})
-    rw_rows.append({**base, "query": "cleaned rewrite", **runs["cleaned"][HN].mean().to_dict()})
-    for h in HN:
-        for a_lab, b_lab, a, b in (("rewrite", "raw", runs["rewrite"], raw),
-                                   ("rewrite", "cleaned", runs["rewrite"], runs["cleaned"]),
-                                   ("cleaned", "raw", runs["cleaned"], raw)):
-            r = paired_bootstrap(a[h].to_dict(), b[h].to_dict(), n=evidence_n_boot, seed=seed)
-            cmp_rows.append({**base, "metric": h, "comparison": f"{a_lab} − {b_lab}",
-                             "diff": r["diff"], "lo": r["lo"], "hi": r["hi"],
-                             "interval": fmt_interval(r), "wins": r["wins"], "losses": r["losses"]})
-ev_rewrites = pd.DataFrame(rw_rows)
-ev_paired = pd.DataFrame(cmp_rows)
-if len(ev_rewrites):
-    setting = (f"model {evidence_model}, greedy, ≤{evidence_max_new_tokens} new tokens, bm25s; "
-               f"profile {profile}")
-    save_table(ev_rewrites, "11_evidence_rewrites", tables_dir,
-               caption="H@N of the raw question, the model's rewrite and the rewrite with injected "
-                       "answer strings removed (DeepRetrieval Table 1 right / Fig. 3, string-match "
-                       f"injection test instead of an LLM judge) [{setting}].")
-    save_table(ev_paired, "11_evidence_paired", tables_dir,
-               caption="Paired differences of H@N over the same questions with 95 % bootstrap "
-                       f"intervals ({evidence_n_boot} resamples of questions) [{setting}].")
-    display(ev_rewrites.round(3))
-    display(ev_paired.round(3))
-
-# %% [markdown]
-# Examples: rewrites that injected an answer, with the cleaned query that was searched
-# instead, and whether the first answer-bearing passage moved.
-
-# %%
-if INJ:
-    ex = []
-    for (src, name), inj in INJ.items():
-        hit = inj[inj["has_injection"]].head(3)
-        for q, r in hit.iterrows():
-            ex.append({"dataset": name, "rewriter": src, "question": r["question"],
-                       "rewrite": r["rewrite"], "injected": "; ".join(r["injected"]),
-                       "cleaned": r["cleaned"],
-                       "first rank rewrite": SCORED[src, name]["rewrite"].loc[q, "first_rank"],
-                       "first rank cleaned": SCORED[src, name]["cleaned"].loc[q, "first_rank"]})
-    display(pd.DataFrame(ex))
+# Rewrites by a model, the evidence-seeking RL run (answer-rank reward), the
+# knowledge-injection analysis (Fig. 3, App. E) and reasoning vs no reasoning (Fig. 4) are
+# notebook 17, which scores them with the same `evidence` functions on the same questions.
 
 # %% [markdown]
 # ### 4.4 The picture
 #
-# H@N per collection for the raw question and, when a model ran, each rewriter's rewrite
-# and cleaned rewrite: the gap between a rewrite bar and its cleaned bar is what answer
-# injection bought (Fig. 3's comparison).
+# H@N of the raw question per collection (notebook 17 adds each rewriter's bars).
 
 # %%
-bars = [{"dataset": n, "query": "raw question", **RAW[n][HN].mean().to_dict()} for n in RAW]
-for (src, name), runs in SCORED.items():
-    for kind in ("rewrite", "cleaned"):
-        bars.append({"dataset": name, "query": f"{src}: {kind}", **runs[kind][HN].mean().to_dict()})
-bars = pd.DataFrame(bars)
+bars = pd.DataFrame([{"dataset": n, "query": "raw question", **RAW[n][HN].mean().to_dict()}
+                     for n in RAW])
 fig, axes = plt.subplots(1, len(RAW), figsize=(4.5 * len(RAW), 3.6), squeeze=False)
 for ax, name in zip(axes[0], RAW):
     bars[bars.dataset == name].set_index("query")[HN].T.plot.bar(ax=ax, rot=0, legend=False)
@@ -792,9 +680,7 @@ plots.save_figure(fig, "11_evidence_hits", figures_dir, profile=profile,
                   setting=f"{evidence_split} sets, bm25s"
                           + (f", first {evidence_n_queries} questions" if evidence_n_queries else ""),
                   caption="Answer-span hits H@1/5/20 (DeepRetrieval Table 1 right) of the raw "
-                          "question" + (", of each rewrite and of the rewrite with injected answer "
-                                        "strings removed (Fig. 3)" if SCORED else "")
-                          + "; pooled multi-hop corpora, not the paper's 21M passages.")
+                          "question; pooled multi-hop corpora, not the paper's 21M passages.")
 plt.show()
 
 # %%
@@ -809,21 +695,12 @@ for name, df in RAW.items():
                     "with bm25s reaches " + ", ".join(f"{h} {m[h]:.3f}" for h in HN)
                     + " (pooled corpus of "
                     f"{len(EVID[name][0].corpus):,} paragraphs; not comparable with Table 1).")
-for (src, name), runs in SCORED.items():
-    inj_rate = float(INJ[src, name]["has_injection"].mean())
-    record(f"evidence.{src.replace(' ', '_')}.{name}.injection_rate", inj_rate)
-    p = ev_paired[(ev_paired.dataset == name) & (ev_paired.rewriter == src)].set_index(["metric", "comparison"])
-    h = HN[-1]
-    ev_lines.append(f"- {name}, {src}: {h} rewrite {runs['rewrite'][h].mean():.3f}, cleaned "
-                    f"{runs['cleaned'][h].mean():.3f}, raw {RAW[name][h].mean():.3f}; rewrite − raw "
-                    f"{p.loc[(h, 'rewrite − raw'), 'interval']}, rewrite − cleaned "
-                    f"{p.loc[(h, 'rewrite − cleaned'), 'interval']}; injection rate {inj_rate:.1%} "
-                    "(string match; DeepRetrieval-3B: 22 % NQ, 42 % TriviaQA, 5 % SQuAD, LLM judge).")
 
 # %% [markdown]
 # ## 5. Reasoning vs no reasoning (Fig. 4)
 #
-# *To be added:* the same RL run with and without `<think>`.
+# The same RL run with and without `<think>` is notebook 17 (evidence seeking, `runs:
+# [nothink, think]`) and notebook 13 (SQL, the `think` run).
 
 # %% [markdown]
 # ## What we found
@@ -869,7 +746,9 @@ if "Lucene contents:" in t_audit.columns:
                      f"to the published value; scoring with the released evaluation script "
                      f"(one item per qrels row, last target per query) leaves "
                      f"{s_['Lucene contents:, released eval'] - s_['published BM25']:+.4f}. "
-                     "HotpotQA's published 0.611 (5.2M paragraphs) cannot be checked on the subset here.")
+                     + (f"HotpotQA's published {t_audit.loc['hotpotqa-large', 'published BM25']:.3f} "
+                        "(5.2M paragraphs) cannot be checked on the subset here."
+                        if "hotpotqa-large" in t_audit.index else ""))
     if (tdir / "11_prefix_damage.csv").exists():
         t_dmg = pd.read_csv(tdir / "11_prefix_damage.csv").set_index("dataset")
         lines.append("- Share of queries that lose their first word to the prefix: "

@@ -25,6 +25,7 @@ synthesis_doc_words = 160  # a document is cut to this many words in the prompt
 synthesis_max_new_tokens = 96  # budget of one synthesis
 prefill = "<answer>"  # start of the rewriter's answer ("" leaves the tags to the model)
 reward_k = 3  # nDCG@k of the reward (RL-QR evaluates nDCG@3)
+train_sets = ["all"]  # training questions per rewriter: all (RL-QR) | hard (only those whose source the raw question does not rank first for that retriever; a lever against copying)
 train_steps = 2  # GRPO optimizer steps per rewriter
 prompts_per_step = 1  # synthetic queries per step
 num_generations = 4  # rollouts per query (the GRPO group)
@@ -157,21 +158,33 @@ pd.concat([a.head(n_examples).assign(dataset=n) for n, a in ATTEMPTS.items()])[
 # and nothing else; with `prefill` the answer starts with `<answer>`.
 
 # %%
-SUMMARIES = {}
+SETS = {"all": ("RL-QR", ""), "hard": ("RL-QR (hard questions)", "-hard")}  # label, run suffix
+unknown = [t for t in train_sets if t not in SETS]
+assert not unknown, f"unknown train_sets {unknown}; accepted: {', '.join(SETS)}"
+SUMMARIES, TRAIN_SIZES = {}, []
 for name, te in DATA.items():
     queries, qrels = rlqr.training_set(ATTEMPTS[name])
     for kind in retrievers:
-        SUMMARIES[name, kind] = s = rlqr.train_rewriter(
-            f"rlqr-{name}-{kind}", RETRIEVERS[name, kind], queries, qrels, run_dir=run_dir,
-            k=reward_k, prefill=prefill, model=model, dataset=name, retriever=kind,
-            algorithm=algorithm, beta=beta, max_steps=train_steps,
-            prompts_per_step=prompts_per_step, num_generations=num_generations,
-            max_completion_length=max_completion_length, temperature=temperature,
-            top_p=top_p, learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-            dynamic_sampling=dynamic_sampling, stop=list(stop), seed=seed,
-            save_steps=max(1, train_steps // 4))
-        print(name, kind, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
-save_json({f"{n}/{k}": s for (n, k), s in SUMMARIES.items()}, out_dir / "summaries.json")
+        for tset in train_sets:
+            q_, r_ = (queries, qrels) if tset == "all" else rlqr.hard_subset(
+                queries, qrels, RETRIEVERS[name, kind])
+            TRAIN_SIZES.append({"dataset": name, "retriever": kind, "training set": tset,
+                                "questions": len(q_)})
+            if not q_:
+                print(f"{name} · {kind}: no {tset} training question, so no rewriter for it")
+                continue
+            SUMMARIES[name, kind, tset] = s = rlqr.train_rewriter(
+                f"rlqr-{name}-{kind}{SETS[tset][1]}", RETRIEVERS[name, kind], q_, r_,
+                run_dir=run_dir, k=reward_k, prefill=prefill, model=model, dataset=name,
+                retriever=kind, algorithm=algorithm, beta=beta, max_steps=train_steps,
+                prompts_per_step=prompts_per_step, num_generations=num_generations,
+                max_completion_length=max_completion_length, temperature=temperature,
+                top_p=top_p, learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
+                dynamic_sampling=dynamic_sampling, stop=list(stop), seed=seed,
+                save_steps=max(1, train_steps // 4))
+            print(name, kind, tset, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
+print(pd.DataFrame(TRAIN_SIZES).to_string(index=False))
+save_json({"/".join(key): s for key, s in SUMMARIES.items()}, out_dir / "summaries.json")
 gc.collect()  # the trainers' models and engines, before the evaluation loads its own
 LOGS = {key: pd.read_csv(s["log"], dtype={"qids": str}) for key, s in SUMMARIES.items()}
 
@@ -183,12 +196,12 @@ LOGS = {key: pd.read_csv(s["log"], dtype={"qids": str}) for key, s in SUMMARIES.
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.4))
-for i, ((name, kind), log) in enumerate(LOGS.items()):
+for i, ((name, kind, tset), log) in enumerate(LOGS.items()):
     ndcg = next((c for c in ("part/ndcg", f"part/ndcg@{reward_k}") if c in log), None)
     for ax, col in zip(axes, ("reward", ndcg, "format_valid")):
         if col:
             ax.plot(log.step, log[col].rolling(8, min_periods=1).mean(), color=f"C{i}",
-                    label=f"{name} · {kind}")
+                    label=f"{name} · {kind} · {tset}")
 axes[0].set(xlabel="GRPO step", ylabel="reward (rolling mean of 8)")
 axes[1].set(xlabel="GRPO step", ylabel=f"nDCG@{reward_k} part")
 axes[2].set(xlabel="GRPO step", ylabel="well-formed rollouts", ylim=(-0.05, 1.05))
@@ -199,7 +212,7 @@ plots.save_figure(fig, "14_rlqr_curves", figures_dir, profile=profile,
                   caption="RL-QR training on synthetic queries: reward, its nDCG part and "
                           "format validity per step",
                   setting=f"{model}; from the logs: " + "; ".join(
-                      f"{n}/{k} {fmt_scale(log_scale(lg))}" for (n, k), lg in LOGS.items()))
+                      f"{'/'.join(key)} {fmt_scale(log_scale(lg))}" for key, lg in LOGS.items()))
 
 # %% [markdown]
 # ## 4. The real test queries: raw vs untrained vs RL-QR (Table 2's layout)
@@ -226,13 +239,15 @@ REWRITES, rows, cmp_rows = {}, [], []
 for name, te in DATA.items():
     REWRITES[name, "untrained"] = rewrite_all(None, te)
     for kind in retrievers:
-        REWRITES[name, kind] = rewrite_all(SUMMARIES[name, kind]["adapter"], te)
         n = len(te.queries)
         methods = {"raw query": (None, scale_columns(None, test_queries=n), "baseline"),
                    "untrained": (REWRITES[name, "untrained"],
-                                 scale_columns(model, test_queries=n), "untrained"),
-                   "RL-QR": (REWRITES[name, kind],
-                             scale_columns(model, [LOGS[name, kind]], test_queries=n), "trained")}
+                                 scale_columns(model, test_queries=n), "untrained")}
+        for tset in [t for t in train_sets if (name, kind, t) in SUMMARIES]:
+            REWRITES[name, kind, tset] = rewrite_all(SUMMARIES[name, kind, tset]["adapter"], te)
+            methods[SETS[tset][0]] = (REWRITES[name, kind, tset],
+                                      scale_columns(model, [LOGS[name, kind, tset]],
+                                                    test_queries=n), "trained")
         measures = ("nDCG@3", "nDCG@10")
         raw = rlqr.search_scores(RETRIEVERS[name, kind], te.qrels, te.queries, measures)
         scores = {}  # one search per method, scored on every measure
@@ -285,10 +300,12 @@ ex = []
 for name, te in DATA.items():
     base = REWRITES[name, "untrained"].set_index("qid")
     for kind in retrievers:
-        tr = REWRITES[name, kind].set_index("qid")
+        trained_ = {SETS[t][0]: REWRITES[name, kind, t].set_index("qid") for t in train_sets
+                    if (name, kind, t) in REWRITES}
         for q in list(te.queries)[:n_examples]:
             ex.append({"index": f"{name} · {kind}", "query": te.queries[q],
-                       "untrained": base.loc[q, "rewrite"], "RL-QR": tr.loc[q, "rewrite"]})
+                       "untrained": base.loc[q, "rewrite"],
+                       **{label: df.loc[q, "rewrite"] for label, df in trained_.items()}})
 pd.DataFrame(ex)
 
 # %% [markdown]
@@ -311,6 +328,6 @@ for r in SYNTH.to_dict("records"):
 for r in COMPARISONS.to_dict("records"):
     print(describe(r))
 trained = COMPARISONS[(COMPARISONS.kind == "trained") & (COMPARISONS.metric == "nDCG@3")]
-beats = [f"{r.dataset}/{r.retriever}" for r in trained.itertuples() if r.lo > 0]
+beats = [f"{r.dataset}/{r.retriever} ({r.method})" for r in trained.itertuples() if r.lo > 0]
 print("RL-QR beats the raw query (interval above 0) on: " + (", ".join(beats) or "none")
       + f"; {len(trained)} rewriter(s) tested.")

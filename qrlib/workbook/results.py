@@ -554,11 +554,8 @@ def _sage(d: Doc) -> str:
     rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]),
              d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi), d.n(r.modified, ".2f"),
              d.n(r["gen tokens"], ".1f"), d.scale(r)] for _, r in res.iterrows()]
-    abl = any(str(m).startswith("SCS,") for m in res.model)
     out.append("\n\nSAGE training (Sec. 2.3-2.5) on the test queries, with the copy penalty "
-               "(Eq. 3)" + (" and the exploration ablation (Table 3)" if abl else
-                            "; the exploration ablation (Table 3) runs in `cpu-long`")
-               + ":\n\n"
+               "(Eq. 3); the exploration ablation (Table 3) is notebook 15, below:\n\n"
                + _md_table(["dataset", "retriever", "model", "nDCG@10",
                             "Δ vs raw [95% CI]", "modified", "tokens", "training scale"], rows))
     if d.has("08_comparisons"):
@@ -589,6 +586,23 @@ def _sage(d: Doc) -> str:
                    f"{d.n(float(g['max |A_CRS - A_Direct|'].max()), '.1g')}; only a reading "
                    f"without the centring or with a per-strategy baseline changes them (up to "
                    f"{d.n(float(other['max |A_CRS - A_Direct|'].max()), '.2f')}).")
+    if d.has("15_sage_ablation") and d.has("15_comparisons"):  # Table 3, notebook 15
+        abl = d.t("15_sage_ablation").set_index(["dataset", "model"])
+        cmp = select(check_comparisons(d.t("15_comparisons"), "15_comparisons"),
+                     kind="trained", **{"baseline kind": "baseline"})
+        rows = [[r.dataset, r.method, d.n(r.score),
+                 d.interval(r["diff"], r.lo, r.hi),
+                 d.n(abl.loc[(r.dataset, r.method), "modified"], ".2f"), d.scale(r)]
+                for _, r in cmp.iterrows()]
+        t3 = published.table("sage", "Table 3")
+        t3 = t3[t3.column == "modification rate"]
+        out.append(f"\n\nExploration ablation (SAGE Table 3, notebook 15: "
+                   f"{_cite('15_sage_ablation', '15_comparisons')}), SCS with the conservative "
+                   f"or the proactive prompt and copy penalties p; the paper's modification "
+                   f"rates: " + "; ".join(f"{r.row} {d.n(r.value, '.3g')}" for _, r in t3.iterrows())
+                   + ":\n\n"
+                   + _md_table(["dataset", "model", "nDCG@10", "Δ vs raw [95% CI]", "modified",
+                                "training scale"], rows))
     return "".join(out) + "\n"
 
 
@@ -822,14 +836,16 @@ def _provenance(d: Doc, tables: list[str]) -> str:
 GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
     ("ACQO's decomposing rewriter trained with the two-stage curriculum, and its rows of "
      "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("07_acqo_results",)),
-    ("SAGE's strategy-guided training (SCS, CRS, copy-penalty ablation)", "issue 26, notebook 08",
-     ("08_sage", "08_best_of_n")),
+    ("SAGE's strategy-guided training (Direct, SCS, CRS against unguided RL)",
+     "issue 26, notebook 08", ("08_sage", "08_best_of_n")),
+    ("SAGE's exploration ablation (Table 3)", "issue 26, notebook 15", ("15_",)),
     ("RL-QR's annotation-free training on synthesised queries", "issue 26, notebook 14",
      ("14_",)),
     ("DeepRetrieval's SQL database search (Table 3)", "issue 26, notebook 13", ("13_",)),
     ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
-     "reasoning vs no reasoning (Fig. 4)", "issue 12, notebook 11", ("11_evidence_trained",
-                                                                    "11_think")),
+     "reasoning vs no reasoning (Fig. 4)", "issue 26, notebook 17", ("17_",)),
+    ("ACQO out of domain, cross-retriever and with a reader (Table 10)", "issue 26, notebook 16",
+     ("16_",)),
 ]
 
 
@@ -868,10 +884,47 @@ def _other_tables(d: Doc) -> str:
             + ", ".join(f"`{t}.md`" for t in rest) + ".\n")
 
 
+def _comparisons_section(d: Doc, table: str, title: str, intro: str, *,
+                         metrics: tuple[str, ...] | None = None) -> str:
+    """A section that lists one notebook's comparison table by column (``qrlib.eval.compare``
+    schema): every method against the raw query, its interval, verdict and training scale.
+    Empty until the notebook has run in this profile."""
+    if not d.has(table):
+        return ""
+    cmp = select(check_comparisons(d.t(table), table), **{"baseline kind": "baseline"})
+    if metrics is not None:
+        cmp = cmp[cmp.metric.isin(metrics)]
+    rows = [[r.dataset, r.retriever, r.metric, r.method, d.n(r.score), d.n(r["baseline score"]),
+             d.interval(r["diff"], r.lo, r.hi), verdict(r.lo, r.hi), d.scale(r)]
+            for _, r in cmp.iterrows()]
+    return (f"## {title} ({_cite(table)})\n\n{intro}\n\n"
+            + _md_table(["test set", "retriever", "metric", "method", "score", "raw", "Δ [95% CI]",
+                         "vs raw", "training scale"], rows) + "\n")
+
+
+def _acqo_transfer(d: Doc) -> str:
+    """ACQO without retraining (notebook 16): out of domain, cross-retriever, a reader."""
+    return _comparisons_section(
+        d, "16_comparisons", "ACQO out of domain, across retrievers and end to end (notebook 16)",
+        "07's adapters on each test set (out of domain where 06 did not train on it), searched "
+        "with each retriever, and a local reader's EM / F1 from each row's top passages (ACQO "
+        "Table 10's setting); every row minus the raw question, 95% paired bootstrap.")
+
+
+def _evidence(d: Doc) -> str:
+    """DeepRetrieval's evidence seeking with trained rewriters (notebook 17)."""
+    return _comparisons_section(
+        d, "17_comparisons", "DeepRetrieval evidence seeking, trained (notebook 17)",
+        "H@N of each rewriter's rewrite and of the rewrite with its injected answer strings "
+        "removed (App. E, string match) against the raw question; `17_evidence.md` has the "
+        "injection rates.")
+
+
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
     ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
-    ("sage", _sage), ("rl-qr", _rlqr), ("beyond BEIR", _audit), ("sql", _sql),
+    ("acqo transfer", _acqo_transfer), ("sage", _sage), ("rl-qr", _rlqr),
+    ("beyond BEIR", _audit), ("sql", _sql), ("evidence", _evidence),
     ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 

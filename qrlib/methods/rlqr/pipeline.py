@@ -6,7 +6,8 @@
 3. :func:`synthesis_summary` says how usable the set is and how often each retriever ranks
    the source document first;
 4. :func:`training_set` turns the usable questions into queries and qrels (the source is
-   the only relevant document);
+   the only relevant document); :func:`hard_subset` keeps those the raw question does not
+   already solve for a retriever (a lever against learning to copy);
 5. :func:`train_rewriter` trains one rewriter per retriever with the reward of Eq. 5-6
    (``reward="rlqr"``), parsing rollouts exactly as the evaluation does (lenient);
 6. :func:`~qrlib.eval.scoring.search_scores` (re-exported) scores any search texts on the
@@ -35,7 +36,8 @@ from qrlib.methods.rlqr.synthesis import (PREFILL, load_synthesis, parse_synthes
                                           save_synthesis, usable)
 
 __all__ = ["REWRITE_PROMPT", "SYNTHESIS_PROMPT", "synthesis_docs", "synthesize",
-           "synthesis_summary", "training_set", "train_rewriter", "search_scores"]
+           "synthesis_summary", "training_set", "hard_subset", "train_rewriter",
+           "search_scores"]
 
 REWRITE_PROMPT = "rlqr/rewrite"
 SYNTHESIS_PROMPT = "rlqr/synthesis"
@@ -121,6 +123,21 @@ def training_set(attempts: Any) -> tuple[dict[str, str], dict[str, dict[str, int
                          "synthesise from more documents or use a stronger synthesis model")
     return (dict(zip(keep.qid, keep.question)),
             {q: {d: 1} for q, d in zip(keep.qid, keep.doc_id)})
+
+
+def hard_subset(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+                searcher: Any, *, solved_at: int = 1) -> tuple[dict[str, str],
+                                                            dict[str, dict[str, int]]]:
+    """The synthetic questions the raw question does not already solve for ``searcher``:
+    their source document is not within the first ``solved_at`` results. A question whose
+    source already ranks first gives the rewriter nothing to gain over copying it, and
+    copying is what the policy then learns (ACQO's tau filter, Eq. 7-8, makes the same
+    choice for its Stage II)."""
+    qids = list(queries)
+    ranked = searcher.search([queries[q] for q in qids], solved_at)
+    keep = [q for q, r in zip(qids, ranked)
+            if not any(doc in qrels[q] for doc, _ in r[:solved_at])]
+    return {q: queries[q] for q in keep}, {q: dict(qrels[q]) for q in keep}
 
 
 def train_rewriter(name: str, searcher: Any, queries: Mapping[str, str],

@@ -1,0 +1,253 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% tags=["parameters"]
+profile = "dev"  # profile name (smoke | cpu | cpu-long | gpu)
+run_dir = "../runs/dev"  # adapters, logs and rewrites go here
+figures_dir = "../figures/dev"  # figures of this run
+tables_dir = "../tables/dev"  # tables of this run
+cache_dir = None  # shared cache (dequantised models, embeddings); None means qrlib default
+seed = 0  # seed for the training subset, training and the bootstrap
+data_dir = None  # BEIR folders; None means ../shared/data or $QRLIB_DATA
+model = "smollm2"  # the rewriter policy (DeepRetrieval: Qwen2.5-3B-Instruct)
+datasets = ["hotpotqa-large", "2wikimultihopqa-mini"]  # question sets with answers: train split for RL, test split for evaluation
+drop_yes_no = True  # leave out questions whose only answers are yes / no (no passage states them)
+n_train_queries = 16  # training questions per dataset (random, span-answerable); None means all
+n_test_queries = 8  # test questions per dataset (first span-answerable ones); None means all
+runs = ["nothink"]  # RL runs: nothink (deepretrieval/evidence-nothink) | think (the same run with <think>, Fig. 4)
+ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
+train_steps = 2  # GRPO optimizer steps per run
+prompts_per_step = 1  # questions per step
+num_generations = 4  # rollouts per question
+max_completion_length = 32  # token budget of one rollout without reasoning
+think_max_completion_length = 64  # token budget of one rollout with reasoning
+temperature = 0.6  # rollout temperature (DeepRetrieval App. B.2: 0.6)
+beta = 0.001  # KL coefficient (App. B.2)
+learning_rate = 5e-5  # LoRA learning rate
+dynamic_sampling = 0  # DAPO dynamic sampling rounds for groups whose rewards are all equal (0: off)
+stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["</answer>"]
+eval_max_new_tokens = 32  # greedy budget of a test rewrite without reasoning
+eval_think_max_new_tokens = 64  # greedy budget with reasoning
+eval_batch_size = 8  # questions rewritten together
+bootstrap = 2000  # paired-bootstrap resamples
+n_examples = 3  # example rewrites shown
+torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
+
+# %% [markdown]
+# # 17 · DeepRetrieval's evidence seeking, trained: H@N, knowledge injection, reasoning
+#
+# In evidence seeking (DeepRetrieval Sec. 3.2, Table 1 right) the policy rewrites a question
+# for BM25 and succeeds when a retrieved passage **contains the answer**; there are no
+# relevance judgements, only answer strings. The training reward (Table 8) tiers the rank
+# $r$ of the first answer-bearing passage:
+#
+# $$ R(r) = \begin{cases} 5 & r \le 5\\ 4 & r \le 20\\ 2 & r \le 50\\ 1 & r\le 100\\
+#    0.5 & r \le 1000\\ 0.1 & r \le 3000\\ -3.5 & \text{otherwise,} \end{cases} $$
+#
+# plus the format term, and the test metric is H@N (the share of questions with an
+# answer-bearing passage in the top N). Notebook 11 audits the task and scores the raw
+# question; here a rewriter is trained and tested, with two analyses the paper makes:
+#
+# * **knowledge injection** (Fig. 3, App. E): a model can write the answer into the query
+#   from memory, and retrieval then "succeeds" without a better query. Each rewrite's
+#   injected answer strings are found by string match (`evidence.injected_answers`, where
+#   the paper uses an LLM judge), removed, and the *cleaned* rewrite searched again;
+# * **reasoning or not** (Fig. 4): the same RL run with and without a `<think>` block,
+#   comparing reward, reasoning length and query length over steps, and the test result.
+#
+# Our collections are the pooled multi-hop paragraph sets (HotpotQA-large, 2Wiki), not the
+# paper's 21M Wikipedia passages (see notebook 11): compare rows within a collection.
+
+# %%
+import time
+
+from qrlib import session
+
+S = session.start("17_deepretrieval_evidence", run_dir=run_dir, figures_dir=figures_dir,
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
+                  torch_threads=torch_threads, rollouts=rollouts)
+run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
+                                                     S.out_dir, S.record)
+
+import pandas as pd
+
+from qrlib import plots
+from qrlib.core.errors import QrlibError
+from qrlib.core.io import save_json, save_table
+from qrlib.data import datasets as qdata
+from qrlib.eval import published
+from qrlib.eval.compare import comparison_table, describe
+from qrlib.eval import curves
+from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
+from qrlib.methods.deepretrieval import evidence as ev
+from qrlib.methods.deepretrieval import evidence_rl as er
+from qrlib.retrieval import retrievers as retrieval
+
+PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/evidence-think"}
+unknown = [r for r in runs if r not in PROMPTS]
+if unknown:
+    raise QrlibError(f"unknown run(s) {unknown}; accepted: {', '.join(PROMPTS)}")
+NS = tuple(int(n) for n in ns)
+HN = [f"H@{n}" for n in NS]
+print(f"profile={profile} model={model} runs={runs}")
+
+# %% [markdown]
+# ## 1. Questions, answers and answer-bearing passages
+#
+# Training: a random subset of each dataset's train split (span-answerable questions),
+# pooled, over the train split's paragraphs. Test: the span-answerable questions of each
+# test split over its paragraphs. For every question, the passages that contain one of
+# its answer strings are its qrels, for the reward and for H@N alike.
+
+# %%
+TRAIN, TEST, SEARCH = {}, {}, {}
+for name in datasets:
+    tr = qdata.load_dataset(name, "train", data_dir=data_dir)
+    tr_ok = er.evidence_set(tr, drop_yes_no=drop_yes_no)
+    qids = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in tr_ok.questions),
+                             n_queries=n_train_queries, n_distractors=0, seed=seed).queries)
+    TRAIN[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
+    TEST[name] = er.evidence_set(qdata.load_dataset(name, "test", data_dir=data_dir),
+                                 drop_yes_no=drop_yes_no, n_queries=n_test_queries)
+    SEARCH["train", name] = retrieval.build_retriever("bm25", tr.corpus)
+    SEARCH["test", name] = retrieval.build_retriever("bm25", TEST[name].ds.corpus)
+SETS = pd.DataFrame([{"dataset": n, "split": split, "questions": len(s.questions),
+                      "yes/no left out": s.yes_no_left_out, "paragraphs": len(s.ds.corpus),
+                      "answer-bearing passages (median)":
+                          pd.Series([len(s.qrels[q]) for q in s.questions]).median()}
+                     for n in datasets for split, s in (("train", TRAIN[n]), ("test", TEST[n]))])
+SETS
+
+# %% [markdown]
+# ## 2. Training: the answer-rank reward, with and without reasoning
+#
+# One GRPO run per entry of `runs` on the pooled training questions of every dataset: the
+# reward needs each question's own corpus, so each dataset gets its own run here
+# (DeepRetrieval trains one model per dataset too).
+
+# %%
+SUMMARIES, LOGS = {}, {}
+for name in datasets:
+    for run in runs:
+        t0 = time.perf_counter()
+        SUMMARIES[name, run] = s_ = er.train_rewriter(
+            TRAIN[name], SEARCH["train", name], name=f"17-evidence-{name}-{run}",
+            prompt=PROMPTS[run], run_dir=run_dir, model=model, dataset=name, retriever="bm25",
+            max_steps=train_steps, prompts_per_step=prompts_per_step,
+            num_generations=num_generations,
+            max_completion_length=(think_max_completion_length if run == "think"
+                                   else max_completion_length),
+            temperature=temperature, beta=beta, learning_rate=learning_rate, seed=seed,
+            dynamic_sampling=dynamic_sampling, stop=list(stop),
+            save_steps=max(1, train_steps // 4))
+        LOGS[name, run] = pd.read_csv(s_["log"], dtype={"qids": str})
+        print(f"{name} {run}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
+save_json({f"{n}:{r}": s for (n, r), s in SUMMARIES.items()}, out_dir / "train_summaries.json")
+
+# %% [markdown]
+# ### Reward, reasoning length and query length over steps (Fig. 4)
+#
+# The per-step log has the mean reward and the completion length; with `<think>` the
+# completion holds the reasoning and the query, without it the query alone.
+
+# %%
+CURVES = {f"{name} · {run}": lg for (name, run), lg in LOGS.items()}
+fig = curves.reward_and_length(CURVES, reward="mean answer-rank reward")
+plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
+                  setting=f"{model}; from the logs: " + curves.scale_setting(CURVES),
+                  caption="Evidence seeking: reward and completion length per GRPO step, with "
+                          "and without reasoning (DeepRetrieval Fig. 4's comparison)")
+
+# %% [markdown]
+# ## 3. Test: raw question, untrained and trained rewriters, injection removed
+#
+# Greedy rewrites of every test question by the untrained model and each trained adapter
+# (same prompt as its training); a completion without a query is searched as the raw
+# question. For each: H@N of the rewrite, the injection rate, and H@N of the cleaned
+# rewrite, each paired with the raw question (and the rewrite with its cleaned self) by a
+# 95% bootstrap over questions.
+
+# %%
+RAW = {name: ev.score_run(SEARCH["test", name], TEST[name].questions, TEST[name].ds,
+                          TEST[name].answers, NS) for name in datasets}
+budget = {"nothink": eval_max_new_tokens, "think": eval_think_max_new_tokens}
+RESULTS, rows, cmp_rows = {}, [], []
+for run in runs:
+    # the untrained model in one pass over every dataset; each dataset's own adapter after
+    untrained = er.rewrite_and_score(model, None, [PROMPTS[run]], TEST,
+                                     {n: SEARCH["test", n] for n in datasets}, NS,
+                                     max_new_tokens=budget[run], batch_size=eval_batch_size)
+    for name in datasets:
+        n = len(TEST[name].questions)
+        RESULTS[f"untrained {run}", name] = untrained[PROMPTS[run], name]
+        trained = er.rewrite_and_score(model, SUMMARIES[name, run]["adapter"], [PROMPTS[run]],
+                                       {name: TEST[name]}, {name: SEARCH["test", name]}, NS,
+                                       max_new_tokens=budget[run], batch_size=eval_batch_size)
+        RESULTS[f"trained {run}", name] = trained[PROMPTS[run], name]
+        for label, kind, scale in (
+                (f"untrained {run}", "untrained", scale_columns(model, test_queries=n)),
+                (f"trained {run}", "trained",
+                 scale_columns(model, [LOGS[name, run]], test_queries=n))):
+            r_, c_ = er.evidence_rows(RAW[name], RESULTS[label, name], dataset=name,
+                                      rewriter=label, kind=kind, scale=scale, ns=NS,
+                                      resamples=bootstrap, seed=seed)
+            rows += r_
+            cmp_rows += c_
+EVIDENCE = pd.DataFrame(rows)
+CMP = comparison_table(cmp_rows)
+for (label, name), res in RESULTS.items():
+    record(f"{name}.{label}.injection_rate", float(res["injection"]["has_injection"].mean()))
+    record(f"{name}.{label}.{HN[-1]}", float(res["rewrite"][HN[-1]].mean()))
+for name in datasets:
+    record(f"{name}.raw.{HN[-1]}", float(RAW[name][HN[-1]].mean()))
+save_table(EVIDENCE.round(4), "17_evidence", tables_dir,
+           caption=("H@N of the raw question, each rewriter's rewrite and the rewrite with its "
+                    "injected answer strings removed, with format, modification and injection "
+                    f"rates (DeepRetrieval Table 1 right, Fig. 3; string-match injection test) "
+                    f"[profile: {profile}]"))
+save_table(CMP.round(4), "17_comparisons", tables_dir,
+           caption=("Rewrite vs raw question, rewrite vs cleaned rewrite and cleaned rewrite vs "
+                    "raw question, H@N, 95% paired bootstrap over the test questions, with the "
+                    f"rewriter's training scale ({', '.join(SCALE_COLUMNS)}) [profile: {profile}]"))
+EVIDENCE.round(3)
+
+# %% [markdown]
+# The paper's Table 1 (NQ, TriviaQA, SQuAD over 21M passages; DeepRetrieval-3B with and
+# without reasoning), for the direction of the effects only:
+
+# %%
+published.table("deepretrieval", "Table 1", wide=True, fraction=True)
+
+# %% [markdown]
+# Rewrites that injected an answer, with the cleaned query that was searched instead:
+
+# %%
+ex = []
+for (label, name), res in RESULTS.items():
+    inj = res["injection"]
+    for q, r in inj[inj["has_injection"]].head(n_examples).iterrows():
+        ex.append({"dataset": name, "rewriter": label, "question": r["question"],
+                   "rewrite": r["rewrite"], "injected": "; ".join(r["injected"]),
+                   "cleaned": r["cleaned"],
+                   "first rank rewrite": res["rewrite"].loc[q, "first_rank"],
+                   "first rank cleaned": res["cleaned"].loc[q, "first_rank"]})
+pd.DataFrame(ex)
+
+# %% [markdown]
+# ## What we found
+#
+# Read from `17_comparisons` and `17_evidence` of this run:
+
+# %%
+for _, r in CMP[(CMP.metric == HN[-1]) & (CMP["baseline kind"] == "baseline")].iterrows():
+    print(describe(r))
+for (label, name), res in RESULTS.items():
+    print(f"{name}, {label}: injection rate {res['injection']['has_injection'].mean():.1%} "
+          "(string match; DeepRetrieval Sec. 4 reports its 3B model's rates on NQ, TriviaQA "
+          "and SQuAD with an LLM judge)")
