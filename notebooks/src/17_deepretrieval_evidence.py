@@ -109,8 +109,8 @@ print(f"profile={profile} model={model} runs={runs}")
 TRAIN, TEST, SEARCH = {}, {}, {}
 for name in datasets:
     tr = qdata.load_dataset(name, "train", data_dir=data_dir)
-    tr_ok = er.evidence_set(tr, drop_yes_no=drop_yes_no)
-    qids = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in tr_ok.questions),
+    ok = set(er.answerable_qids(tr, drop_yes_no=drop_yes_no))  # no corpus scan yet
+    qids = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
                              n_queries=n_train_queries, n_distractors=0, seed=seed).queries)
     TRAIN[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
     TEST[name] = er.evidence_set(qdata.load_dataset(name, "test", data_dir=data_dir),

@@ -29,7 +29,7 @@ from qrlib.methods.deepretrieval import evidence as ev
 from qrlib.rl.env import RewardEnv
 from qrlib.rl.train import load_config, train
 
-__all__ = ["EvidenceSet", "evidence_set", "train_rewriter", "rewrite_and_score",
+__all__ = ["EvidenceSet", "answerable_qids", "evidence_set", "train_rewriter", "rewrite_and_score",
            "evidence_rows"]
 
 
@@ -46,16 +46,26 @@ class EvidenceSet:
     yes_no_left_out: int
 
 
+def answerable_qids(ds: Any, qids: Sequence[str] | None = None, *,
+                    drop_yes_no: bool = True) -> list[str]:
+    """The questions of ``ds`` (or ``qids``) kept for evidence seeking: all, or without the
+    yes/no ones when ``drop_yes_no`` (no passage states such an answer). Cheap: no corpus
+    scan, so a caller can pick a sample before :func:`evidence_set` builds its qrels."""
+    keep = list(qids if qids is not None else ds.queries)
+    if not drop_yes_no:
+        return keep
+    answers = ev.dataset_answers(ds, keep)
+    return [q for q in keep if ev.span_answerable(answers[q])]
+
+
 def evidence_set(ds: Any, *, drop_yes_no: bool = True, n_queries: int | None = None,
                  qids: Sequence[str] | None = None) -> EvidenceSet:
     """The span-answerable questions of ``ds`` (yes/no questions left out when
     ``drop_yes_no``: no passage states such an answer), the first ``n_queries`` of them."""
     answers_all = ev.dataset_answers(ds)
-    keep = list(qids if qids is not None else ds.queries)
-    dropped = 0
-    if drop_yes_no:
-        dropped = sum(not ev.span_answerable(answers_all[q]) for q in keep)
-        keep = [q for q in keep if ev.span_answerable(answers_all[q])]
+    candidates = list(qids if qids is not None else ds.queries)
+    keep = answerable_qids(ds, candidates, drop_yes_no=drop_yes_no)
+    dropped = len(candidates) - len(keep)
     if n_queries is not None:
         keep = keep[:n_queries]
     answers = {q: answers_all[q] for q in keep}
