@@ -37,7 +37,8 @@ def test_editing_a_module_makes_exactly_its_importers_stale():
     assert _importers("qrlib/rl/train.py") == {"05_vanilla_rl", "06_acqo_stage1", "07_acqo_stage2",
                                             "08_sage", "12_acqo_vanilla_rl",
                                             "13_deepretrieval_sql", "14_rlqr",
-                                            "15_sage_ablation", "17_deepretrieval_evidence"}
+                                            "15_sage_ablation", "17_deepretrieval_evidence",
+                                            "18_acqo_ablation"}
     assert "10_evaluation" in _importers("qrlib/eval/scale.py")
     assert {"qrlib/workbook/runner.py", "qrlib/workbook/publish.py"} <= set(WORKBOOK_FILES)
     imported = set().union(*(F.module_closure(F.source_path(n)) for n in wb.notebook_names()))
@@ -48,8 +49,11 @@ def test_a_papers_modules_reach_only_the_notebooks_that_use_them():
     # pipeline modules of one paper: only their importers
     assert _importers("qrlib/methods/acqo/curriculum.py") == {"06_acqo_stage1", "07_acqo_stage2",
                                                              "12_acqo_vanilla_rl",
-                                                             "16_acqo_transfer"}
-    assert _importers("qrlib/methods/acqo/transfer.py") == {"16_acqo_transfer"}
+                                                             "16_acqo_transfer",
+                                                             "18_acqo_ablation"}
+    assert _importers("qrlib/methods/acqo/transfer.py") == {"16_acqo_transfer",
+                                                           "18_acqo_ablation"}
+    assert _importers("qrlib/methods/acqo/ablation.py") == {"18_acqo_ablation"}
     assert _importers("qrlib/generation/reader.py") == {"16_acqo_transfer"}
     assert _importers("qrlib/methods/sage/bestofn.py") == {"08_sage"}
     assert _importers("qrlib/methods/sage/pipeline.py") == {"08_sage", "15_sage_ablation"}

@@ -314,6 +314,7 @@ TRAINED_TABLES = {
     "15_sage_ablation": ("15_sage_ablation", "15_comparisons"),
     "16_acqo_transfer": ("16_comparisons",),
     "17_deepretrieval_evidence": ("17_comparisons",),
+    "18_acqo_ablation": ("18_ablation", "18_comparisons"),
 }
 
 
@@ -438,3 +439,36 @@ def test_16_transfer_rows_match_07_and_the_reader_scores_are_rates(rec, smoke_ru
     for k, v in r16.items():
         if k.startswith("reader.") and k.endswith(".f1"):
             assert 0.0 <= v <= 1.0, k
+
+
+def test_18_ablation_scores_07s_and_12s_rows_as_they_published_them(rec, smoke_run):
+    """Issue 26 item 8 (ACQO Table 5): the rows 18 reads (07's ACQO and Stage I, 12's
+    single query) score here exactly as 07 and 12 published them; the RRF-trained Stage II
+    continues 06's Stage I (its RL steps are Stage I's plus 07's Stage II's); every
+    ablation is compared with ACQO."""
+    from qrlib.eval.compare import check_comparisons, select
+
+    _, _, paths = smoke_run
+    t = paths["tables_dir"]
+    abl = read_table(t / "18_ablation.csv").set_index("row")
+    r07 = read_table(t / "07_acqo_results.csv")
+    r07 = r07[r07.dataset == "2wikimultihopqa-mini"].set_index("model")
+    r12 = read_table(t / "12_vanilla_results.csv").set_index("model")
+    for mine, theirs, table in (("raw question", "raw question", r07),
+                                ("ACQO", "ACQO: Stage I+II (bm25-trained)", r07),
+                                ("without Stage II", "Stage I (bm25-trained)", r07),
+                                ("without query decomposition",
+                                 "vanilla RL (bm25-trained, one query)", r12)):
+        for m in ("nDCG@10", "R@10", "MAP@10"):
+            assert abl.loc[mine, m] == pytest.approx(table.loc[theirs, m], abs=1e-4), (mine, m)
+        assert abl.loc[mine, "RL steps"] == table.loc[theirs, "RL steps"], mine
+    rrf = abl.loc["without RSF [rrf-stage2]"]
+    assert rrf["fusion"] == "rrf" and abl.loc["ACQO", "fusion"] == "rsf"
+    assert rrf["RL steps"] == abl.loc["without Stage II", "RL steps"] + 1  # 07's smoke: 1 step
+    cmp = check_comparisons(read_table(t / "18_comparisons.csv"), "18")
+    vs = select(cmp, method="ACQO", **{"baseline kind": "trained"})
+    assert set(vs.baseline) == set(abl.index) - {"raw question", "ACQO"}
+    for _, c in vs.iterrows():
+        assert c["diff"] == pytest.approx(abl.loc["ACQO", "nDCG@10"]
+                                          - abl.loc[c.baseline, "nDCG@10"], abs=2e-4)
+    assert rec["18_acqo_ablation"]["2wikimultihopqa-mini.bm25.decode_check_agreement"] >= 0.9
