@@ -846,6 +846,8 @@ GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
      "reasoning vs no reasoning (Fig. 4)", "issue 26, notebook 17", ("17_",)),
     ("ACQO out of domain, cross-retriever and with a reader (Table 10)", "issue 26, notebook 16",
      ("16_",)),
+    ("ACQO's ablation without RSF, Stage II or decomposition (Table 5)", "issue 26, notebook 18",
+     ("18_",)),
 ]
 
 
@@ -885,21 +887,27 @@ def _other_tables(d: Doc) -> str:
 
 
 def _comparisons_section(d: Doc, table: str, title: str, intro: str, *,
-                         metrics: tuple[str, ...] | None = None) -> str:
+                         metrics: tuple[str, ...] | None = None,
+                         baseline_kind: str = "baseline") -> str:
     """A section that lists one notebook's comparison table by column (``qrlib.eval.compare``
-    schema): every method against the raw query, its interval, verdict and training scale.
-    Empty until the notebook has run in this profile."""
+    schema): every method against its baselines of ``baseline_kind`` (the raw query by
+    default), the interval, verdict and training scale. Empty until the notebook has run
+    in this profile."""
     if not d.has(table):
         return ""
-    cmp = select(check_comparisons(d.t(table), table), **{"baseline kind": "baseline"})
+    cmp = select(check_comparisons(d.t(table), table), **{"baseline kind": baseline_kind})
     if metrics is not None:
         cmp = cmp[cmp.metric.isin(metrics)]
-    rows = [[r.dataset, r.retriever, r.metric, r.method, d.n(r.score), d.n(r["baseline score"]),
-             d.interval(r["diff"], r.lo, r.hi), verdict(r.lo, r.hi), d.scale(r)]
+    raw = baseline_kind == "baseline"
+    rows = [[r.dataset, r.retriever, r.metric, r.method]
+            + ([] if raw else [r.baseline])
+            + [d.n(r.score), d.n(r["baseline score"]), d.interval(r["diff"], r.lo, r.hi),
+               verdict(r.lo, r.hi), d.scale(r)]
             for _, r in cmp.iterrows()]
-    return (f"## {title} ({_cite(table)})\n\n{intro}\n\n"
-            + _md_table(["test set", "retriever", "metric", "method", "score", "raw", "Δ [95% CI]",
-                         "vs raw", "training scale"], rows) + "\n")
+    head = (["test set", "retriever", "metric", "method"] + ([] if raw else ["against"])
+            + ["score", "raw" if raw else "its score", "Δ [95% CI]",
+               "vs raw" if raw else "verdict", "training scale"])
+    return f"## {title} ({_cite(table)})\n\n{intro}\n\n" + _md_table(head, rows) + "\n"
 
 
 def _acqo_transfer(d: Doc) -> str:
@@ -920,10 +928,21 @@ def _evidence(d: Doc) -> str:
         "injection rates.")
 
 
+def _acqo_ablation(d: Doc) -> str:
+    """ACQO Table 5 (notebook 18): ACQO against each row with one component removed."""
+    return _comparisons_section(
+        d, "18_comparisons", "ACQO's ablation, Table 5 (notebook 18)",
+        "ACQO (Stage I + II, RSF) minus each row with one component removed, on 07's test "
+        "questions: RRF instead of RSF (retrained; `18_ablation.md` names the reading), no "
+        "Stage II (06's adapter), no decomposition (12's single-query RL); a positive Δ says "
+        "the component helped. `18_vs_paper.md` sets the differences beside Table 5's.",
+        baseline_kind="trained")
+
+
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
     ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
-    ("acqo transfer", _acqo_transfer), ("sage", _sage), ("rl-qr", _rlqr),
+    ("acqo transfer", _acqo_transfer), ("acqo ablation", _acqo_ablation), ("sage", _sage), ("rl-qr", _rlqr),
     ("beyond BEIR", _audit), ("sql", _sql), ("evidence", _evidence),
     ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
