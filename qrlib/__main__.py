@@ -17,6 +17,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--stale", action="store_true",
                      help="run only the notebooks `qrlib status` calls stale or never run")
     run.add_argument("--resume", action="store_true", help="the same as --stale")
+    run.add_argument("--long", action="store_true",
+                     help="also run the profile's long set (its `long:` notebooks)")
     run.add_argument("--allow-dirty", action="store_true",
                      help="publish from a tree with uncommitted changes to a notebook's "
                           "inputs (the stamps say so)")
@@ -44,12 +46,15 @@ def main(argv: list[str] | None = None) -> int:
             from qrlib.workbook import run_profile
 
             run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
-                        allow_dirty=args.allow_dirty, log_output=args.log_output)
+                        long=args.long, allow_dirty=args.allow_dirty,
+                        log_output=args.log_output)
         elif args.cmd == "status":
             from qrlib.workbook.freshness import profile_status
+            from qrlib.workbook.profiles import load_profile, long_notebooks
 
+            long = set(long_notebooks(load_profile(args.profile)))
             for s in profile_status(args.profile):
-                print(s.line())
+                print(s.line() + ("  [long set: --long]" if s.notebook in long else ""))
         elif args.cmd == "baseline":
             from qrlib.retrieval.baseline import baseline_main
 

@@ -159,6 +159,31 @@ def test_only_rejects_unknown_notebook(toy_repo):
         wb.run_profile(prof, root=toy_repo, only=["42"])
 
 
+def test_the_long_set_runs_only_when_asked(toy_repo, capsys):
+    """A profile's ``long:`` notebooks are skipped by a plain run and run with ``long`` or
+    ``only``; an unknown entry is a one-line error naming the key."""
+    prof = _profile(toy_repo, """
+        name: longrun
+        long: [1]
+        notebooks:
+          01_toy: {n: 2}
+        """)
+    assert wb.run_profile(prof, root=toy_repo)[0]["status"] == "skipped"
+    assert "in the profile's long set, skipped (run it with --long or --only 01)" in \
+        capsys.readouterr().out
+    assert not (toy_repo / "tables" / "longrun" / "toy.csv").exists()
+    assert wb.run_profile(prof, root=toy_repo, long=True)[0]["status"] == "ok"
+    (toy_repo / "runs" / "longrun" / "done" / "01_toy.json").unlink()
+    assert wb.run_profile(prof, root=toy_repo, only=["01"])[0]["status"] == "ok"
+    assert wb.long_notebooks(wb.load_profile(prof)) == ["01_toy"]
+    bad = _profile(toy_repo, "name: x\nlong: [42]\n", "bad.yaml")
+    with pytest.raises(QrlibError, match="profile x: 'long' names '42', which matches no notebook"):
+        wb.load_profile(bad)
+    bad = _profile(toy_repo, "name: x\nlong: 13\n", "bad2.yaml")
+    with pytest.raises(QrlibError, match="'long' must be a list of notebook names or numbers"):
+        wb.load_profile(bad)
+
+
 def test_repo_notebooks_are_built_from_their_sources():
     """notebooks/*.ipynb must match notebooks/src/*.py (run `make notebooks` after edits)."""
     import jupytext

@@ -10,6 +10,7 @@ No science lives here. A *profile* is one YAML file under ``params/``::
     notebooks:                   # per-notebook parameters (override globals)
       02_index_build:
         datasets: [scifact]
+    long: [13, 15_sage_ablation] # optional: notebooks a plain run skips (run with --long)
 
 Every key under ``globals`` must be declared in the ``parameters`` cell of at least one
 notebook, and every key of a notebook section in that notebook's ``parameters`` cell;
@@ -42,7 +43,7 @@ from qrlib.core.errors import QrlibError
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 NOTEBOOK_SRC_DIR = NOTEBOOK_DIR / "src"
-PROFILE_KEYS = {"name", "description", "extends", "globals", "notebooks"}
+PROFILE_KEYS = {"name", "description", "extends", "globals", "notebooks", "long"}
 INJECTED = ("profile", "run_dir", "figures_dir", "tables_dir", "cache_dir")
 
 
@@ -213,6 +214,10 @@ def load_profile(path: str | os.PathLike, *, validate: bool = True,
     data.setdefault("name", path.stem)
     data.setdefault("globals", {})
     data.setdefault("notebooks", {})
+    data.setdefault("long", [])
+    if not isinstance(data["long"], list) or not all(isinstance(x, (str, int)) for x in data["long"]):
+        raise QrlibError(f"profile {path.name}: 'long' must be a list of notebook names or "
+                         f"numbers, got {data['long']!r}")
     for key in ("globals", "notebooks"):
         if not isinstance(data[key], dict):
             raise QrlibError(f"profile {path.name}: '{key}' must be a mapping, "
@@ -222,7 +227,20 @@ def load_profile(path: str | os.PathLike, *, validate: bool = True,
                          f"got {data['name']!r}")
     if validate:
         validate_profile(data, source=path.name)
+        long_notebooks(data)
     return data
+
+
+def long_notebooks(profile: Mapping[str, Any]) -> list[str]:
+    """The notebooks of the profile's ``long`` set (numbers or names), in run order: a run
+    without ``--long`` or ``--only`` skips them (the profile's main time leaves them out)."""
+    names = notebook_names()
+    tokens = [str(x) for x in profile.get("long", [])]
+    for token in tokens:
+        if not any(n == token or n.split("_", 1)[0] == token.zfill(2) for n in names):
+            raise QrlibError(f"profile {profile.get('name')}: 'long' names {token!r}, which "
+                             f"matches no notebook; accepted: {names}")
+    return select_notebooks(names, tokens) if tokens else []
 
 
 def validate_profile(profile: dict[str, Any], *, source: str = "profile") -> None:

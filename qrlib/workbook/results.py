@@ -28,7 +28,7 @@ from qrlib.eval.scale import missing_scale
 from qrlib.methods.bandits import bandits as B
 from qrlib.eval.stats import verdict
 from qrlib.workbook.freshness import profile_status
-from qrlib.workbook.profiles import load_profile
+from qrlib.workbook.profiles import load_profile, long_notebooks
 from qrlib.workbook.publish import timing_table
 
 # ---------------------------------------------------------------------------- numbers
@@ -107,6 +107,7 @@ class Doc:
     derived: list[tuple[str, str]] = field(default_factory=list)  # (text, formula)
     _tables: dict[str, Any] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)    # notebook -> freshness.Status
+    long: list[str] = field(default_factory=list)           # the profile's long set
 
     @property
     def tables_dir(self) -> Path:
@@ -741,36 +742,47 @@ def _reuse_note(d: Doc, r: Any) -> str:
 def _timings(d: Doc) -> str:
     t = d.t("run_timings")
     ft, stale = fresh_timings(d)
-    rows = [[r.notebook, d.status[r.notebook].state if r.notebook in d.status else "?",
+    rows = [[r.notebook, (d.status[r.notebook].state if r.notebook in d.status else "?")
+             + (" (long set)" if r.notebook in d.long else ""),
              f"`{r.commit}`", d.n(r.wall_s, ".0f"),
              d.n(r.peak_rss_mb / 1024, ".1f", derived="run_timings: peak_rss_mb / 1024")
              if r.peak_rss_mb == r.peak_rss_mb else "–", _reuse_note(d, r)]
             for _, r in t.iterrows()]
+    lng = ft[ft["notebook"].isin(d.long)]
+    ft = ft[~ft["notebook"].isin(d.long)]
     total = float(ft["wall_s"].sum())
     cold = _cold_total(ft)
     peak = float(ft["peak_rss_mb"].max()) if len(ft) else float("nan")
+    long_note = (f" The long set (`long:` in `params/{d.profile}.yaml`, `make reproduce LONG=1`): "
+                 f"{d.n(len(lng), 'd', derived='run_timings: count of fresh long-set notebooks')} fresh notebooks, "
+                 f"{d.n(float(lng['wall_s'].sum()) / 60, '.1f', derived='run_timings: sum(wall_s of fresh long set) / 60')} min more, "
+                 f"{d.n(_cold_total(lng) / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh long set) / 60')} min from scratch."
+                 if d.long else "")
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
             "The last run of each notebook, as measured by the runner "
             f"(`tables/{d.profile}/manifest.json`), each from its own run:\n\n"
             + _md_table(["notebook", "state", "commit", "wall time (s)", "peak memory (GB)",
                          "trainings found done in runs/ (last run from scratch)"], rows)
             + "\n\n"
-            f"The fresh notebooks took **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s of fresh) / 60')} min** "
+            f"The fresh notebooks of `make reproduce` took **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s of fresh) / 60')} min** "
             f"together, peak memory {d.n(peak / 1024, '.1f', derived='run_timings: max(peak_rss_mb of fresh) / 1024')} GB"
             + (f"; from scratch (the last run of each that trained everything itself) "
                f"{d.n(cold / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh) / 60')} min"
                if cold != total else "")
             + (f"; not counted, because stale or never run: {', '.join(f'`{n}`' for n in stale)}"
-               if stale else "") + ". A cold cache adds the MiniLM encoding of SciFact and "
-            "NFCorpus and the one-time assembly and dequantisation of the Qwen GGUF.\n")
+               if stale else "") + "." + long_note + " A cold cache adds the MiniLM encoding of "
+            "SciFact and NFCorpus and the one-time assembly and dequantisation of the Qwen GGUF.\n")
 
 
 README_BLOCK = re.compile(r"(<!-- qrlib:timing -->\n)(.*?)(\n<!-- /qrlib:timing -->)", re.S)
 
 
 def readme_timing(d: Doc) -> str:
-    """The README's sentence on the main job's time: the fresh notebooks' own runs."""
+    """The README's sentence on the main job's time: the fresh notebooks' own runs, those of
+    ``make reproduce`` first and the profile's long set (``long:``) apart."""
     ft, stale = fresh_timings(d)
+    lng = ft[ft["notebook"].isin(d.long)]
+    ft = ft[~ft["notebook"].isin(d.long)]
     total, peak = float(ft["wall_s"].sum()), float(ft["peak_rss_mb"].max()) if len(ft) else 0.0
     text = (f"Measured (`tables/{d.profile}/run_timings.md`): the **{len(ft)} fresh notebooks** of "
             f"`make reproduce` took **{total / 60:.1f} min** together on 2 cores with warm caches, "
@@ -783,6 +795,13 @@ def readme_timing(d: Doc) -> str:
                  f"training already done in `runs/` (same config); counting the last run of "
                  f"each notebook that trained everything itself, the fresh notebooks take "
                  f"**{cold / 60:.1f} min** from scratch.")
+    if d.long:
+        numbers = ", ".join(n.split("_", 1)[0] for n in d.long)
+        text += (f" The profile's **long set** (notebooks {numbers}: `long:` in "
+                 f"`params/{d.profile}.yaml`, run by `make reproduce LONG=1`) is left out of "
+                 f"that time; its {len(lng)} fresh notebooks took **"
+                 f"{float(lng['wall_s'].sum()) / 60:.1f} min** more (**"
+                 f"{_cold_total(lng) / 60:.1f} min** from scratch).")
     if stale:
         text += (f" Stale or never run at HEAD, so not counted: {', '.join(stale)} "
                  f"(`python -m qrlib status --profile {d.profile}` says why).")
@@ -957,6 +976,7 @@ def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]
     prof_path = d.root / "params" / f"{profile}.yaml"
     if prof_path.exists():
         d.status = {s.notebook: s for s in profile_status(prof_path, d.root, note_uncommitted=False)}
+        d.long = long_notebooks(load_profile(prof_path, validate=False))
     out = [_intro(d)]
     for name, fn in SECTIONS:
         try:

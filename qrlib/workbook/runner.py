@@ -37,7 +37,7 @@ from qrlib.core.lock import LOCK_NAME, run_lock
 from qrlib.core.errors import QrlibError
 from qrlib.workbook import freshness, profiles, publish, results
 from qrlib.workbook.preload import preload_env
-from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
+from qrlib.workbook.profiles import (data_roots, load_profile, long_notebooks, notebook_names,
                                      notebook_parameters, notebook_relpath, parameters_for,
                                      profile_files, run_paths, select_notebooks)
 
@@ -161,7 +161,8 @@ def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> 
 
 
 def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = None,
-                resume: bool = False, stale: bool = False, allow_dirty: bool = False,
+                resume: bool = False, stale: bool = False, long: bool = False,
+                allow_dirty: bool = False,
                 root: Path | None = None, kernel: str = "python3",
                 log_output: bool = False) -> list[dict[str, Any]]:
     """Execute the notebooks in order with papermill, injecting the profile's parameters.
@@ -172,7 +173,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     (:mod:`qrlib.workbook.freshness`), stamps its tables and figure captions with the commit
     and its fingerprint, and records its inputs, wall time and peak memory in
     ``tables/<name>/manifest.json``. ``stale`` (or ``resume``) runs only what
-    ``qrlib status`` calls stale or never run. A published profile refuses to run a
+    ``qrlib status`` calls stale or never run. The profile's ``long`` set is skipped unless
+    ``long`` or ``only`` asks for it. A published profile refuses to run a
     notebook whose inputs have uncommitted changes unless ``allow_dirty``.
     """
     import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
@@ -184,6 +186,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     profile = load_profile(profile_path)
     names = select_notebooks(notebook_names(), only)
     pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
+    held = set() if (only or long) else set(long_notebooks(profile))
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
     published = profile["name"] in publish.PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1"
@@ -193,6 +196,11 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         save_json(profile, run_dir / "profile.json")
         rows: list[dict[str, Any]] = []
         for name in names:
+            if name in held:
+                print(f"[qrlib] {name}: in the profile's long set, skipped (run it with --long "
+                      f"or --only {name.split('_', 1)[0]})", flush=True)
+                rows.append({"notebook": name, "status": "skipped"})
+                continue
             if name not in pick:
                 print(f"[qrlib] {name}: fresh, skipped", flush=True)
                 rows.append({"notebook": name, "status": "skipped"})
