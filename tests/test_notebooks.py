@@ -374,6 +374,25 @@ def test_08_best_of_n_curves_and_sage_rows(rec, smoke_run):
         assert curve[0] == pytest.approx(g["mean sample nDCG@10"].iloc[0], abs=1e-9)
     for fam in ("SAGE strategies", "DMQR-RAG", "generic"):
         assert 0.0 <= r[f"bon.nfcorpus.bm25.{fam}.beats_raw"] <= 1.0
+    # issue 26 item 4: the families with paired intervals, against the raw query and each
+    # other, at N = 1 and the largest N; each difference is the curves' difference
+    from qrlib.eval.compare import check_comparisons as _check
+
+    bcmp = _check(read_table(paths["tables_dir"] / "08_best_of_n_comparisons.csv"), "08")
+    curve = bon.set_index(["dataset", "retriever", "family", "N"])["best-of-N nDCG@10"]
+    raw_bon = bon.groupby(["dataset", "retriever"])["raw nDCG@10"].first()
+
+    def _value(ds, kind, label):
+        if label == "raw query":
+            return raw_bon[ds, kind]
+        fam, n = label.split(", best of ")
+        return curve[ds, kind, fam, int(n.split()[0])]
+
+    assert len(bcmp) == 3 * 2 + 3 * 2  # per N in {1, 4}: 3 families vs raw, 3 family pairs
+    for _, c in bcmp.iterrows():
+        assert c["diff"] == pytest.approx(_value(c.dataset, c.retriever, c.method)
+                                          - _value(c.dataset, c.retriever, c.baseline), abs=2e-4)
+        assert c.lo <= c["diff"] + 1e-12 <= c.hi + 2e-12 and c["test queries"] == 2
     for key in ("unguided RL (DeepRetrieval-style)", "SAGE-SCS"):  # trained rows exist
         assert 0.0 <= r[f"sage.nfcorpus.{key}.ndcg10"] <= 1.0
         assert 0.0 <= r[f"sage.nfcorpus.{key}.modified"] <= 1.0

@@ -88,7 +88,7 @@ from qrlib import plots
 from qrlib.generation import policy, rewrite
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
-from qrlib.methods.sage.bestofn import best_of_n_curve, best_share
+from qrlib.methods.sage.bestofn import best_of_n_curve, best_of_n_per_query, best_share
 from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.methods.sage import pipeline as sage
 from qrlib.eval.compare import compare, comparison_table, describe
@@ -234,6 +234,46 @@ plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile, setting=set
                   caption=("Best-of-N nDCG@10 of SAGE's strategy prompts vs DMQR-RAG strategies "
                            "vs a generic rewrite prompt (SAGE Fig. 3's analysis; paper: Qwen3 "
                            "0.6-8B, BGE-base / Contriever, full BEIR test sets)"))
+
+# %% [markdown]
+# ### Do the families separate? Paired intervals over the test queries
+#
+# Each family's best-of-N against the raw query, and the families against each other, at
+# N = 1 (one sampled rewrite) and the largest N: the per-query expected best-of-N values
+# paired by query, 95 % paired bootstrap (`qrlib.eval.compare`). The oracle picks with the
+# qrels, so these rows bound what choosing among the family's rewrites could give; they
+# are not a deployable rewriter.
+
+# %%
+PER_Q_BON, cmp_bon = {}, []
+for (name, kind, fam), g in SCORED.groupby(["dataset", "retriever", "family"]):
+    pools = {q: gg.ndcg.tolist() for q, gg in g.groupby("qid")}
+    for n in sorted({1, max(bon_ns)}):
+        PER_Q_BON[name, kind, fam, n] = best_of_n_per_query(pools, n)
+    PER_Q_BON[name, kind, "raw query", 0] = g.groupby("qid").raw.first().to_dict()
+for (name, kind, fam, n), per_q in PER_Q_BON.items():
+    if fam == "raw query":
+        continue
+    label = f"{fam}, best of {n}" + (" (oracle)" if n > 1 else "")
+    others = [("raw query", 0, "raw query", "baseline")] + [
+        (f2, n, f"{f2}, best of {n}" + (" (oracle)" if n > 1 else ""), "untrained")
+        for f2 in list(FAMILIES)[list(FAMILIES).index(fam) + 1:]]  # SAGE first, as in Fig. 3
+    for f2, n2, base_label, bkind in others:
+        cmp_bon.append(compare(per_q, PER_Q_BON[name, kind, f2, n2], paper="sage", dataset=name,
+                               retriever=kind, metric="nDCG@10", method=label, kind="untrained",
+                               baseline=base_label, baseline_kind=bkind, resamples=bootstrap,
+                               seed=seed))
+BON_CMP = comparison_table(cmp_bon)
+save_table(BON_CMP.round(4), "08_best_of_n_comparisons", tables_dir,
+           caption=("Best-of-N nDCG@10 of each prompt family against the raw query and against "
+                    "the other families, at N = 1 and the largest N (per-query expected "
+                    "best-of-N, 95% paired bootstrap over the test queries; the "
+                    "qrlib.eval.compare schema)"))
+for _, r in BON_CMP.iterrows():
+    record(f"bon.{r.dataset}.{r.retriever}.{r.method} minus {r.baseline}",
+           [r["diff"], r.lo, r.hi])
+BON_CMP[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi", "wins", "losses",
+         "test queries"]].round(3)
 
 # %% [markdown]
 # ### Which strategy gives the best rewrite, and how often does any beat the raw query?
@@ -472,8 +512,8 @@ CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
 # %% [markdown]
 # ## What we found
 #
-# Read from `08_best_of_n`, `08_strategy_best_share`, `08_comparisons` and `08_sage_results`
-# of this run:
+# Read from `08_best_of_n`, `08_best_of_n_comparisons`, `08_strategy_best_share`,
+# `08_comparisons` and `08_sage_results` of this run:
 
 # %%
 top = BON[BON.N == max(bon_ns)]
@@ -484,6 +524,9 @@ for (name, kind), g in top.groupby(["dataset", "retriever"]):
     print(f"best-of-{max(bon_ns)}, {name}/{kind} (raw {raw:.3f}): {order}; "
           f"some rewrite beats raw on "
           + ", ".join(f"{f} {BEATS.loc[(name, kind), f]:.0%}" for f in g.index) + " of queries")
+fam_pairs = BON_CMP[BON_CMP["baseline kind"] == "untrained"]
+for _, r in fam_pairs.iterrows():
+    print(describe(r))
 for _, r in CMP.iterrows():
     print(describe(r))
 for _, r in SAGE_RESULTS[SAGE_RESULTS.model != "raw query"].iterrows():

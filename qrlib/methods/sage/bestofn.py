@@ -30,12 +30,18 @@ def expected_max(values: Sequence[float], n: int) -> float:
     return float((v[n - 1:] * w).sum())
 
 
+def best_of_n_per_query(pools: Mapping[str, Sequence[float]], n: int) -> dict[str, float]:
+    """:func:`expected_max` of each query's pool (``pools``: qid -> scores), the per-query
+    values a paired bootstrap over queries resamples."""
+    if not pools:
+        raise QrlibError("best-of-N: no queries")
+    return {q: expected_max(v, n) for q, v in pools.items()}
+
+
 def best_of_n_curve(pools: Mapping[str, Sequence[float]], ns: Sequence[int]) -> dict[int, float]:
     """Mean over queries of :func:`expected_max` for each N (``pools``: qid -> scores).
     An N larger than some query's pool is an error, not a silently shorter curve."""
-    if not pools:
-        raise QrlibError("best-of-N: no queries")
-    return {int(n): float(np.mean([expected_max(v, n) for v in pools.values()])) for n in ns}
+    return {int(n): float(np.mean(list(best_of_n_per_query(pools, n).values()))) for n in ns}
 
 
 def best_share(scores: Sequence[float], labels: Sequence[object]) -> dict[object, float]:
