@@ -50,6 +50,7 @@ def test_audit_catches_a_typed_number(rendered):
 @pytest.mark.parametrize("snippet, expected", [
     ("nDCG@10 0.32 and top-10 overlap 0.94", ["0.32", "0.94"]),
     ("Table 4, Eq. 1-2, issue 10, notebooks 06-07, Qwen2.5-Coder-0.5B", []),
+    ("07's adapters and 12's single query; 0.5's", ["0.5"]),
     ("`02_speed.md` 13.6x; 81 % of groups", ["13.6", "81 %"]),
     ("−0.16 → −0.14; 1,380 s", ["0.16", "0.14", "1,380"]),
 ])

@@ -36,7 +36,8 @@ from qrlib.workbook.publish import timing_table
 _STRUCTURAL = re.compile(
     r"(?:\b(?:issues?|notebooks?|Tables?|Eqs?\.|Figures?|Figs?\.|Sec\.|Secs\.|Alg\.|Algorithms?|"
     r"App\.|Appendix|Algorithm)\s+[A-Z]?\d+(?:\.\d+)?[a-z]?"
-    r"(?:\s*(?:[-–,]|and|&)\s*[A-Z]?\d+(?:\.\d+)?[a-z]?)*)")
+    r"(?:\s*(?:[-–,]|and|&)\s*[A-Z]?\d+(?:\.\d+)?[a-z]?)*"
+    r"|\b\d{2}'s\b)")  # "07's adapters": a notebook, not a number
 _CODE = re.compile(r"`[^`]*`")
 _LINK = re.compile(r"\]\([^)]*\)")
 # a number not glued to letters (Qwen2.5, 0.5B, nDCG@10, MiniLM-L6 are names, not numbers)
@@ -551,6 +552,15 @@ def _sage(d: Doc) -> str:
                f"query; {q} test queries per dataset:\n\n"
                + _md_table(["dataset", "retriever", "raw query"]
                            + [f"{f}: 1 / {nmax}" for f in fams], rows))
+    if d.has("08_best_of_n_comparisons"):  # issue 26 item 4: do the families separate?
+        fc = select(check_comparisons(d.t("08_best_of_n_comparisons"), "08_best_of_n_comparisons"),
+                    **{"baseline kind": "untrained"})
+        rows = [[r.dataset, r.retriever, r.method, r.baseline, d.interval(r["diff"], r.lo, r.hi),
+                 verdict(r.lo, r.hi)] for _, r in fc.iterrows()]
+        out.append(f"\n\nThe families against each other, per-query best-of-N paired over the "
+                   f"test queries (`08_best_of_n_comparisons.md`, 95% paired bootstrap):\n\n"
+                   + _md_table(["dataset", "retriever", "family", "against", "Δ [95% CI]",
+                                "verdict"], rows))
     res = d.t("08_sage_results")
     rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]),
              d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi), d.n(r.modified, ".2f"),
