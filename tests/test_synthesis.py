@@ -70,6 +70,11 @@ def test_saved_set_is_beir_and_is_reused_only_with_the_same_settings(tmp_path):
     assert rows is None and "model" in why
     rows, why = load_synthesis(tmp_path / "none", man)
     assert rows is None and "no manifest" in why
+    # synthesize() records its wall time beside the settings; a new run's time must not
+    # count as a change of settings (it did, so every run generated its set again)
+    save_synthesis(tmp_path, _attempts(), {**man, "seconds": 12.3})
+    rows, why = load_synthesis(tmp_path, man)
+    assert why == "reused" and len(rows) == 2
 
 
 def test_saved_set_loads_with_the_beir_loader(tmp_path):
