@@ -56,6 +56,8 @@ else
 	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider tests/test_notebooks.py > $$log 2>&1 & nb=$$!; \
 	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py tests; unit=$$?; \
 	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile)"; cat $$log; rm -f $$log; \
+	echo "== smoke notebooks' wall time (s), from runs/smoke/timings.csv"; \
+	cut -d, -f1-4 runs/smoke/timings.csv 2>/dev/null | column -t -s, || true; \
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
 endif
 
