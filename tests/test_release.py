@@ -1,0 +1,73 @@
+"""qrlib.rl.release: a traceback a library keeps as a module global must stop pinning the
+frames (and the objects in them) it was raised under."""
+import gc
+import sys
+import types
+import weakref
+
+from qrlib.rl.release import drop_stored_tracebacks, release_memory
+
+
+class Big:
+    """Stands in for a trainer held by a frame's locals."""
+
+
+def _lazy_import_inside(holder: Big, module: types.ModuleType) -> None:
+    # what vllm.multimodal.media.audio does on first import: keep the ImportError
+    try:
+        raise ImportError("No module named 'torchcodec'")
+    except ImportError as exc:
+        module._import_exc = exc
+
+
+def _train(module: types.ModuleType) -> weakref.ref:
+    trainer = Big()
+    _lazy_import_inside(trainer, module)
+    return weakref.ref(trainer)
+
+
+def _fake_module(name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    return module
+
+
+def test_stored_traceback_pins_the_frame_until_dropped():
+    module = _fake_module("vllm_qrlib_test_pin")
+    try:
+        ref = _train(module)
+        gc.collect()
+        assert ref() is not None, "the stored traceback should keep the trainer alive"
+        assert drop_stored_tracebacks(("vllm_qrlib_test_pin",)) == 1
+        gc.collect()
+        assert ref() is None
+        assert isinstance(module._import_exc, ImportError)  # the exception itself stays
+        assert module._import_exc.__traceback__ is None
+    finally:
+        del sys.modules["vllm_qrlib_test_pin"]
+
+
+def test_other_prefixes_and_chained_exceptions():
+    other = _fake_module("notvllm_qrlib_test")
+    chained = _fake_module("vllm_qrlib_test_chain")
+    try:
+        _train(other)
+        try:
+            try:
+                raise KeyError("inner")
+            except KeyError as inner:
+                raise RuntimeError("outer") from inner
+        except RuntimeError as exc:
+            chained._exc = exc
+        assert drop_stored_tracebacks(("vllm_qrlib_test_chain",)) == 2  # outer and its cause
+        assert chained._exc.__cause__.__traceback__ is None
+        assert other._import_exc.__traceback__ is not None  # not under the prefix: untouched
+    finally:
+        del sys.modules["notvllm_qrlib_test"], sys.modules["vllm_qrlib_test_chain"]
+
+
+def test_release_memory_reports():
+    out = release_memory(prefixes=("vllm_qrlib_test_none",))
+    assert out["tracebacks_cleared"] == 0
+    assert out["rss_after_gib"] > 0 and set(out) == {"rss_before_gib", "rss_after_gib",
+                                                     "tracebacks_cleared", "malloc_trim"}
