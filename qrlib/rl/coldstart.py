@@ -1,0 +1,83 @@
+"""RL after an SFT cold start, as two steps that fit in CPU memory on long prompts.
+
+``train(cfg)`` with ``sft_steps > 0`` runs the SFT cold start and the GRPO run in one
+call, with one ``gradient_checkpointing`` setting for both. On prompts that carry a whole
+database schema (DeepRetrieval's SQL task, notebook 13) the SFT pass at batch 4 without
+checkpointing went from 14 to over 24 GiB within one step and was killed on the 23 GiB
+machine, while the GRPO pass fits without checkpointing (and needs it off to keep the
+shared-prompt log-prob pass). :func:`rl_after_sft` therefore runs
+
+1. the SFT (:func:`qrlib.rl.sft.sft_warm_start`, the same rows, steps, learning rate and
+   LoRA shape) with gradient checkpointing on, saved to ``<run_dir>/rl/<name>-sft/sft/adapter``;
+2. :func:`qrlib.generation.engine` and heap released (:func:`qrlib.rl.release.release_memory`);
+3. the GRPO run from that adapter (``init_adapter``, ``sft_steps=0``) with ``cfg``'s own
+   checkpointing setting.
+
+The maths is that of ``train(cfg)`` with ``sft_steps > 0`` (the GRPO run continues the
+SFT's LoRA weights); only the activation memory of the SFT pass and the random stream
+differ.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Sequence
+
+from qrlib.core.errors import QrlibError
+from qrlib.core.io import save_json
+from qrlib.rl.checkpoints import fingerprint
+from qrlib.rl.config import TrainConfig, resolve_dtype
+from qrlib.rl.release import release_memory
+
+__all__ = ["sft_adapter", "rl_after_sft"]
+
+
+def sft_adapter(cfg: TrainConfig, rows: Sequence[dict[str, Any]]) -> str:
+    """The SFT cold start of ``cfg`` (``sft_steps`` steps on the rows' ``sft_target``) with
+    gradient checkpointing on; reuses a saved adapter trained with the same settings and
+    rows. Returns the adapter folder."""
+    from peft import LoraConfig
+    from transformers import set_seed
+
+    from qrlib.generation.policy import load_policy
+    from qrlib.rl.sft import sft_warm_start
+
+    sft_cfg = dataclasses.replace(cfg, name=f"{cfg.name}-sft", gradient_checkpointing=True)
+    out = sft_cfg.output_dir / "sft" / "adapter"
+    settings = {k: str(getattr(cfg, k)) for k in (
+        "model", "prompt", "prefill", "sft_steps", "sft_learning_rate", "lora_r", "lora_alpha",
+        "lora_dropout", "lora_target_modules", "dtype", "seed")}
+    settings["rows_fingerprint"] = fingerprint(sorted(rows, key=lambda r: r["qid"]))
+    marker = sft_cfg.output_dir / "sft_settings.json"
+    if (out / "adapter_config.json").exists() and marker.exists() and \
+            json.loads(marker.read_text()) == settings:
+        print(f"[qrlib.rl.coldstart] {out} already trained with these settings; reused")
+        return str(out)
+    marker.unlink(missing_ok=True)
+    set_seed(cfg.seed)
+    model, tok = load_policy(cfg.model, dtype=resolve_dtype(cfg.dtype), device="cpu")
+    peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
+                             lora_dropout=cfg.lora_dropout,
+                             target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    sft_warm_start(sft_cfg, model, tok, [dict(r) for r in rows], peft_config)
+    del model, tok
+    save_json(settings, marker)  # written last: an interrupted SFT is redone
+    return str(out)
+
+
+def rl_after_sft(cfg: TrainConfig, *, env: Any, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """SFT (checkpointed, :func:`sft_adapter`), memory released, then ``train`` from the SFT
+    adapter with ``sft_steps=0``. The summary is ``train``'s, with ``sft_adapter`` and
+    ``sft_steps`` set."""
+    from qrlib.rl.train import train
+
+    if cfg.sft_steps <= 0:
+        raise QrlibError(f"rl_after_sft needs sft_steps > 0 (got {cfg.sft_steps})")
+    if cfg.init_adapter:
+        raise QrlibError("rl_after_sft starts from the base policy; init_adapter must be None "
+                         f"(got {cfg.init_adapter!r})")
+    adapter = sft_adapter(cfg, rows)
+    release_memory()
+    summary = train(dataclasses.replace(cfg, sft_steps=0, init_adapter=adapter),
+                    env=env, rows=rows)
+    return {**summary, "sft_adapter": adapter, "sft_steps": cfg.sft_steps}
