@@ -253,3 +253,27 @@ def test_each_results_section_names_its_commits_and_flags_staleness():
         assert line.startswith("> **Stale section**") == bool(stale), line
         checked += 1
     assert checked >= 5
+
+
+def test_a_reused_training_without_a_run_from_scratch_is_a_stated_lower_bound(tmp_path):
+    """A notebook that found its training done and has no earlier run that trained it gets an
+    empty 'cold wall_s' (not its own shorter time), and the from-scratch total says it is a
+    lower bound, naming it; a notebook with a cold record is counted at that record."""
+    from qrlib.workbook.freshness import save_manifest_entry
+
+    base = {"peak_rss_mb": 100, "dirty": False, "fingerprint": "f", "finished": "2025-01-01"}
+    save_manifest_entry("cpu", "01_cold", {**base, "wall_s": 10.0, "commit": "a"}, tmp_path)
+    save_manifest_entry("cpu", "02_warm", {**base, "wall_s": 5.0, "commit": "b",
+                                           "reused_training": ["x (finished, step 60)"],
+                                           "cold_wall_s": 50.0, "cold_commit": "c"}, tmp_path)
+    save_manifest_entry("cpu", "03_unknown", {**base, "wall_s": 7.0, "commit": "d",
+                                              "reused_training": ["y (finished, step 60)"]},
+                        tmp_path)
+    t = publish.timing_table("cpu", root=tmp_path)
+    cold = dict(zip(t["notebook"], t["cold wall_s"]))
+    assert cold["01_cold"] == 10.0 and cold["02_warm"] == 50.0 and pd.isna(cold["03_unknown"])
+    assert results._cold_total(t) == 10.0 + 50.0 + 7.0
+    assert results._no_cold_record(t) == ["03_unknown"]
+    note = results._lower_bound_note(t)
+    assert "lower bound" in note and "03_unknown" in note and "02_warm" not in note
+    assert results._lower_bound_note(t[t["notebook"] != "03_unknown"]) == ""

@@ -319,15 +319,19 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
                        "finished": e.get("finished"), "commit": e.get("commit"),
                        "fingerprint": e.get("fingerprint"),
                        "reused training": "; ".join(e.get("reused_training") or []),
-                       "cold wall_s": e.get("cold_wall_s", e.get("wall_s")),
-                       "cold commit": e.get("cold_commit", e.get("commit"))}
+                       # no run from scratch on record for a run that reused training: empty
+                       "cold wall_s": e.get("cold_wall_s",
+                                            None if e.get("reused_training") else e.get("wall_s")),
+                       "cold commit": e.get("cold_commit",
+                                            None if e.get("reused_training") else e.get("commit"))}
                       for n, e in sorted(manifest.items())])
     t["wall_min"] = t["wall_s"] / 60
     save_table(t, "run_timings", root / "tables" / profile, floatfmt=".1f",
                caption=f"Wall time and peak memory (process + kernel) of the last run of each "
                        f"notebook, from tables/{profile}/manifest.json; a run that found a "
                        f"training already done in runs/ names it under 'reused training', and "
-                       f"'cold wall_s' is the last run that trained everything itself; "
+                       f"'cold wall_s' is the last run that trained everything itself (empty "
+                       f"when none is on record); "
                        f"`python -m qrlib status "
                        f"--profile {profile}` tells which are fresh [profile: {profile}]")
     return t

@@ -738,6 +738,26 @@ def _cold_total(t: Any) -> float:
     return float(t["cold wall_s"].fillna(t["wall_s"]).sum())
 
 
+def _no_cold_record(t: Any) -> list[str]:
+    """Notebooks of ``t`` that reused a finished training and have no run from scratch on
+    record: ``_cold_total`` counts their own (shorter) time, so it is a lower bound."""
+    if "cold wall_s" not in t or "reused training" not in t:
+        return []
+    reused = t["reused training"].fillna("").astype(str).str.len() > 0
+    return t[reused & t["cold wall_s"].isna()]["notebook"].tolist()
+
+
+def _lower_bound_note(t: Any) -> str:
+    """``; a lower bound: 13_x reused a finished training and no run of it from scratch is
+    on record`` or ``""``."""
+    names = _no_cold_record(t)
+    if not names:
+        return ""
+    one = len(names) == 1
+    return (f"; a lower bound: {', '.join(names)} reused {'a finished training' if one else 'finished trainings'} "
+            f"and no run of {'it' if one else 'them'} from scratch is on record")
+
+
 def _reuse_note(d: Doc, r: Any) -> str:
     """``acqo-stage1-bm25 (finished, step 100); 88.8 min at `b3a998ca40` `` or ``–``."""
     reused = r.get("reused training")
@@ -766,7 +786,8 @@ def _timings(d: Doc) -> str:
     long_note = (f" The long set (`long:` in `params/{d.profile}.yaml`, `make reproduce LONG=1`): "
                  f"{d.n(len(lng), 'd', derived='run_timings: count of fresh long-set notebooks')} fresh notebooks, "
                  f"{d.n(float(lng['wall_s'].sum()) / 60, '.1f', derived='run_timings: sum(wall_s of fresh long set) / 60')} min more, "
-                 f"{d.n(_cold_total(lng) / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh long set) / 60')} min from scratch."
+                 f"{d.n(_cold_total(lng) / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh long set) / 60')} min from scratch"
+                 f"{_lower_bound_note(lng)}."
                  if d.long else "")
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
             "The last run of each notebook, as measured by the runner "
@@ -778,7 +799,7 @@ def _timings(d: Doc) -> str:
             f"together, peak memory {d.n(peak / 1024, '.1f', derived='run_timings: max(peak_rss_mb of fresh) / 1024')} GB"
             + (f"; from scratch (the last run of each that trained everything itself) "
                f"{d.n(cold / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh) / 60')} min"
-               if cold != total else "")
+               f"{_lower_bound_note(ft)}" if cold != total or _no_cold_record(ft) else "")
             + (f"; not counted, because stale or never run: {', '.join(f'`{n}`' for n in stale)}"
                if stale else "") + "." + long_note + " A cold cache adds the MiniLM encoding of "
             "SciFact and NFCorpus and the one-time assembly and dequantisation of the Qwen GGUF.\n")
@@ -799,19 +820,19 @@ def readme_timing(d: Doc) -> str:
             f"each from its own run at the commit its stamp names; peak memory "
             f"**{peak / 1024:.1f} GB**.")
     cold = _cold_total(ft)
-    if cold != total:
+    if cold != total or _no_cold_record(ft):
         reusing = ft[ft["reused training"].fillna("").astype(bool)]["notebook"].tolist()
         text += (f" {', '.join(reusing)} found {'its' if len(reusing) == 1 else 'their'} "
                  f"training already done in `runs/` (same config); counting the last run of "
                  f"each notebook that trained everything itself, the fresh notebooks take "
-                 f"**{cold / 60:.1f} min** from scratch.")
+                 f"**{cold / 60:.1f} min** from scratch{_lower_bound_note(ft)}.")
     if d.long:
         numbers = ", ".join(n.split("_", 1)[0] for n in d.long)
         text += (f" The profile's **long set** (notebooks {numbers}: `long:` in "
                  f"`params/{d.profile}.yaml`, run by `make reproduce LONG=1`) is left out of "
                  f"that time; its {len(lng)} fresh notebooks took **"
                  f"{float(lng['wall_s'].sum()) / 60:.1f} min** more (**"
-                 f"{_cold_total(lng) / 60:.1f} min** from scratch).")
+                 f"{_cold_total(lng) / 60:.1f} min** from scratch{_lower_bound_note(lng)}).")
     if stale:
         text += (f" Stale or never run at HEAD, so not counted: {', '.join(stale)} "
                  f"(`python -m qrlib status --profile {d.profile}` says why).")
