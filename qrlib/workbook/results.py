@@ -557,8 +557,8 @@ def _sage(d: Doc) -> str:
                     **{"baseline kind": "untrained"})
         rows = [[r.dataset, r.retriever, r.method, r.baseline, d.interval(r["diff"], r.lo, r.hi),
                  verdict(r.lo, r.hi)] for _, r in fc.iterrows()]
-        out.append(f"\n\nThe families against each other, per-query best-of-N paired over the "
-                   f"test queries (`08_best_of_n_comparisons.md`, 95% paired bootstrap):\n\n"
+        out.append("\n\nThe families against each other, per-query best-of-N paired over the "
+                   "test queries (`08_best_of_n_comparisons.md`, 95% paired bootstrap):\n\n"
                    + _md_table(["dataset", "retriever", "family", "against", "Δ [95% CI]",
                                 "verdict"], rows))
     res = d.t("08_sage_results")
