@@ -93,6 +93,7 @@ from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.generation import engine, policy, prompts, rewrite
 from qrlib.methods.rlqr import pipeline as rlqr
+from qrlib.rl.release import release_memory
 from qrlib.retrieval import retrievers as retrieval
 
 # %% [markdown]
@@ -155,7 +156,9 @@ pd.concat([a.head(n_examples).assign(dataset=n) for n, a in ATTEMPTS.items()])[
 #
 # GRPO with a LoRA adapter (TRL's `GRPOTrainer`; RL-QR trains Qwen3 with TRL's default
 # settings for one epoch). The rewrite prompt asks for the query inside `<answer>` tags
-# and nothing else; with `prefill` the answer starts with `<answer>`.
+# and nothing else; with `prefill` the answer starts with `<answer>`. After each rewriter,
+# `qrlib.rl.release.release_memory` gives its memory back (four trainings in one process
+# went out of memory on 24 GB without it; see notebook 13).
 
 # %%
 SETS = {"all": ("RL-QR", ""), "hard": ("RL-QR (hard questions)", "-hard")}  # label, run suffix
@@ -183,6 +186,7 @@ for name, te in DATA.items():
                 dynamic_sampling=dynamic_sampling, stop=list(stop), seed=seed,
                 save_steps=max(1, train_steps // 4))
             print(name, kind, tset, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
+            release_memory()
 print(pd.DataFrame(TRAIN_SIZES).to_string(index=False))
 save_json({"/".join(key): s for key, s in SUMMARIES.items()}, out_dir / "summaries.json")
 gc.collect()  # the trainers' models and engines, before the evaluation loads its own
