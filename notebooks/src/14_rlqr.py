@@ -234,9 +234,8 @@ def rewrite_all(adapter, te):
                                  prefill=prefill, max_new_tokens=eval_max_new_tokens,
                                  autocast=eval_autocast, progress=False)
     del m
-    gc.collect()
-    engine.close_engines()
-    return df
+    gc.collect()  # the engine stays: the next model's weights are pushed into it (as in 13);
+    return df     # a new engine per model was never given back, and six went out of memory
 
 
 REWRITES, rows, cmp_rows = {}, [], []
@@ -274,6 +273,7 @@ for name, te in DATA.items():
                                             retriever=kind, metric=metric, method=label,
                                             kind=kind_, baseline="raw query", scale=scale,
                                             resamples=bootstrap, seed=seed))
+engine.close_engines()
 RESULTS = pd.DataFrame(rows)
 COMPARISONS = comparison_table(cmp_rows)
 save_table(RESULTS.round(4), "14_rlqr_results", tables_dir,
