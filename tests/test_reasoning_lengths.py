@@ -91,5 +91,8 @@ def test_mean_lengths_over_test_rewrites():
     got = R.mean_lengths(['<think>a b</think><answer>{"query": "x"}</answer>', "<think>a b c d"],
                          THINK)
     assert got == {"reasoning words": 3.0, "query words": 1.0}
+    # test rewrites do not repeat the prefilled <think>: a cut chain still counts
+    cut = R.mean_lengths(["a chain cut by the budget"], THINK, prefill="<think>")
+    assert cut["reasoning words"] == 6.0 and math.isnan(cut["query words"])
     with pytest.raises(QrlibError, match="at least one"):
         R.mean_lengths([], THINK)

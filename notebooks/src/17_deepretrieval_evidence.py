@@ -279,14 +279,14 @@ LENGTHS = {(name, run): reasoning.length_curves(reasoning.sample_lengths(
     as_template(PROMPTS[run]).meta["fmt"])) for (name, run) in SUMMARIES}
 rows = []
 for (label, name), res in RESULTS.items():
-    run = label.split()[-1]
-    fmt = as_template(PROMPTS[run]).meta["fmt"]
+    run = label.split()[-1]  # "untrained think" -> think
+    meta = as_template(PROMPTS[run]).meta
     row = {"dataset": name, "rewriter": label, "questions": len(TEST[name].questions),
            **res["rewrite"][HN].mean().to_dict(),
            "format ok": res["rewrites"]["format_ok"].mean(),
            "gen tokens": res["rewrites"]["gen_tokens"].mean(),
            **{f"test {k}": v for k, v in reasoning.mean_lengths(
-               res["rewrites"]["completion"], fmt).items()}}
+               res["rewrites"]["completion"], meta["fmt"], prefill=meta["prefill"]).items()}}
     if label.startswith("trained"):
         row.update(reasoning.early_late(LOGS[name, run], LENGTHS[name, run]))
     rows.append(row)

@@ -130,9 +130,11 @@ def reasoning_figure(runs: Mapping[str, tuple[Any, Any]], *, window: int | None 
     return fig
 
 
-def mean_lengths(texts: Iterable[str], fmt: str) -> dict[str, float]:
-    """Mean reasoning and query words over completions (query words over those with one)."""
-    rows = [lengths(t, fmt) for t in texts]
+def mean_lengths(texts: Iterable[str], fmt: str, *, prefill: str = "") -> dict[str, float]:
+    """Mean reasoning and query words over completions (query words over those with one);
+    ``prefill``: the answer's start given in the prompt (e.g. ``<think>``), which a
+    generated completion does not repeat."""
+    rows = [lengths(prefill + t, fmt) for t in texts]
     if not rows:
         raise QrlibError("mean_lengths needs at least one completion")
     q = [r["query words"] for r in rows if not math.isnan(r["query words"])]
