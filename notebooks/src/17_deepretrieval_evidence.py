@@ -297,12 +297,12 @@ save_table(REASONING.round(4), "17_reasoning", tables_dir,
                     "greedy test rewrites; for trained rewriters the mean training reward and the "
                     "reasoning and query words of the logged rollouts in the first and last "
                     f"quarter of the steps [profile: {profile}]"))
-if any(run == "think" for _, run in LENGTHS):
-    fig = reasoning.reasoning_figure({f"{n} · {r}": (LOGS[n, r], LENGTHS[n, r])
-                                      for (n, r) in LENGTHS if n in BOTH or r == "think"})
+SHOWN = [(n, r) for (n, r) in LENGTHS if n in BOTH or r == "think"]  # think runs, partners
+if SHOWN:
+    fig = reasoning.reasoning_figure({f"{n} · {r}": (LOGS[n, r], LENGTHS[n, r]) for n, r in SHOWN})
     plots.save_figure(fig, "17_reasoning_lengths", figures_dir, profile=profile,
                       setting=f"{model}; from the logs: " + curves.scale_setting(
-                          {f"{n} · {r}": LOGS[n, r] for (n, r) in LENGTHS}),
+                          {f"{n} · {r}": LOGS[n, r] for n, r in SHOWN}),
                       caption="Training reward, reasoning length and query length per GRPO step "
                               "(words, from the rollouts each step logs), with and without "
                               "<think> (DeepRetrieval Fig. 4's study, on evidence seeking)")
