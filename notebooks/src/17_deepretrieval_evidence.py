@@ -20,6 +20,7 @@ drop_yes_no = True  # leave out questions whose only answers are yes / no (no pa
 n_train_queries = 16  # training questions per dataset (random, span-answerable); None means all
 n_test_queries = 8  # test questions per dataset (first span-answerable ones); None means all
 runs = ["nothink"]  # RL runs: nothink (deepretrieval/evidence-nothink) | think (the same run with <think>, Fig. 4)
+think_datasets = None  # datasets the think run trains and tests on (None: all of datasets); Fig. 4 needs one task
 ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
 train_steps = 2  # GRPO optimizer steps per run
 prompts_per_step = 1  # questions per step
@@ -66,6 +67,7 @@ rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
 
 # %%
 import time
+from pathlib import Path
 
 from qrlib import session
 
@@ -82,20 +84,27 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.eval import published
-from qrlib.eval.compare import comparison_table, describe
+from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval import curves
 from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
+from qrlib.generation.prompts import as_template
 from qrlib.methods.deepretrieval import evidence as ev
 from qrlib.methods.deepretrieval import evidence_rl as er
+from qrlib.methods.deepretrieval import reasoning
 from qrlib.retrieval import retrievers as retrieval
 
 PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/evidence-think"}
 unknown = [r for r in runs if r not in PROMPTS]
 if unknown:
     raise QrlibError(f"unknown run(s) {unknown}; accepted: {', '.join(PROMPTS)}")
+extra = sorted(set(think_datasets or []) - set(datasets))
+if extra:
+    raise QrlibError(f"think_datasets {extra} are not in datasets; accepted: {', '.join(datasets)}")
+RUN_DATASETS = {run: [n for n in datasets if run != "think" or think_datasets is None
+                      or n in think_datasets] for run in runs}  # run -> the datasets it covers
 NS = tuple(int(n) for n in ns)
 HN = [f"H@{n}" for n in NS]
-print(f"profile={profile} model={model} runs={runs}")
+print(f"profile={profile} model={model} runs={RUN_DATASETS}")
 
 # %% [markdown]
 # ## 1. Questions, answers and answer-bearing passages
@@ -134,7 +143,7 @@ SETS
 # %%
 SUMMARIES, LOGS = {}, {}
 for name in datasets:
-    for run in runs:
+    for run in [r for r in runs if name in RUN_DATASETS[r]]:
         t0 = time.perf_counter()
         SUMMARIES[name, run] = s_ = er.train_rewriter(
             TRAIN[name], SEARCH["train", name], name=f"17-evidence-{name}-{run}",
@@ -180,10 +189,11 @@ budget = {"nothink": eval_max_new_tokens, "think": eval_think_max_new_tokens}
 RESULTS, rows, cmp_rows = {}, [], []
 for run in runs:
     # the untrained model in one pass over every dataset; each dataset's own adapter after
-    untrained = er.rewrite_and_score(model, None, [PROMPTS[run]], TEST,
-                                     {n: SEARCH["test", n] for n in datasets}, NS,
+    untrained = er.rewrite_and_score(model, None, [PROMPTS[run]],
+                                     {n: TEST[n] for n in RUN_DATASETS[run]},
+                                     {n: SEARCH["test", n] for n in RUN_DATASETS[run]}, NS,
                                      max_new_tokens=budget[run], batch_size=eval_batch_size)
-    for name in datasets:
+    for name in RUN_DATASETS[run]:
         n = len(TEST[name].questions)
         RESULTS[f"untrained {run}", name] = untrained[PROMPTS[run], name]
         trained = er.rewrite_and_score(model, SUMMARIES[name, run]["adapter"], [PROMPTS[run]],
@@ -199,6 +209,18 @@ for run in runs:
                                       resamples=bootstrap, seed=seed)
             rows += r_
             cmp_rows += c_
+BOTH = [n for n in datasets if all(n in RUN_DATASETS.get(r, []) for r in ("think", "nothink"))]
+for name in BOTH:  # with vs without reasoning, the same model state, question by question
+    n = len(TEST[name].questions)
+    for state, kind, scale in (("untrained", "untrained", scale_columns(model, test_queries=n)),
+                               ("trained", "trained", scale_columns(
+                                   model, [LOGS[name, "think"]], test_queries=n))):
+        cmp_rows += [compare(RESULTS[f"{state} think", name]["rewrite"][h].to_dict(),
+                             RESULTS[f"{state} nothink", name]["rewrite"][h].to_dict(),
+                             paper="deepretrieval", dataset=name, retriever="bm25", metric=h,
+                             method=f"{state} think: rewrite", kind=kind,
+                             baseline=f"{state} nothink: rewrite", baseline_kind=kind,
+                             scale=scale, resamples=bootstrap, seed=seed) for h in HN]
 EVIDENCE = pd.DataFrame(rows)
 CMP = comparison_table(cmp_rows)
 for (label, name), res in RESULTS.items():
@@ -212,8 +234,9 @@ save_table(EVIDENCE.round(4), "17_evidence", tables_dir,
                     f"rates (DeepRetrieval Table 1 right, Fig. 3; string-match injection test) "
                     f"[profile: {profile}]"))
 save_table(CMP.round(4), "17_comparisons", tables_dir,
-           caption=("Rewrite vs raw question, rewrite vs cleaned rewrite and cleaned rewrite vs "
-                    "raw question, H@N, 95% paired bootstrap over the test questions, with the "
+           caption=("Rewrite vs raw question, rewrite vs cleaned rewrite, cleaned rewrite vs "
+                    "raw question and, where both runs exist, the rewriter with reasoning vs "
+                    "without; H@N, 95% paired bootstrap over the test questions, with the "
                     f"rewriter's training scale ({', '.join(SCALE_COLUMNS)}) [profile: {profile}]"))
 EVIDENCE.round(3)
 
@@ -240,13 +263,66 @@ for (label, name), res in RESULTS.items():
 pd.DataFrame(ex)
 
 # %% [markdown]
+# ## 4. Reasoning or not (Fig. 4): how long the chain and the query are
+#
+# DeepRetrieval's Fig. 4 (literature search on PubMed, which is not offline here; we use
+# evidence seeking as the one task) follows the reasoning length and the query length over
+# training: with `<think>` the chain shortens as the reward rises, and without it the query
+# grows. Both lengths are read from the completions each step logs (`samples.jsonl`, a few
+# rollouts per step) and from the greedy test rewrites
+# (`qrlib.methods.deepretrieval.reasoning`: words before `</think>`, words of the query the
+# lenient parser recovers). Early and late are the first and last quarter of the steps.
+
+# %%
+LENGTHS = {(name, run): reasoning.length_curves(reasoning.sample_lengths(
+    Path(SUMMARIES[name, run]["log"]).with_name("samples.jsonl"),
+    as_template(PROMPTS[run]).meta["fmt"])) for (name, run) in SUMMARIES}
+rows = []
+for (label, name), res in RESULTS.items():
+    run = label.split()[-1]  # "untrained think" -> think
+    meta = as_template(PROMPTS[run]).meta
+    row = {"dataset": name, "rewriter": label, "questions": len(TEST[name].questions),
+           **res["rewrite"][HN].mean().to_dict(),
+           "format ok": res["rewrites"]["format_ok"].mean(),
+           "gen tokens": res["rewrites"]["gen_tokens"].mean(),
+           **{f"test {k}": v for k, v in reasoning.mean_lengths(
+               res["rewrites"]["completion"], meta["fmt"], prefill=meta["prefill"]).items()}}
+    if label.startswith("trained"):
+        row.update(reasoning.early_late(LOGS[name, run], LENGTHS[name, run]))
+    rows.append(row)
+REASONING = pd.DataFrame(rows)
+save_table(REASONING.round(4), "17_reasoning", tables_dir,
+           caption=("With and without reasoning (DeepRetrieval Fig. 4, Table 1 'w/o reasoning'): "
+                    "test H@N, format rate, generated tokens, reasoning and query words of the "
+                    "greedy test rewrites; for trained rewriters the mean training reward and the "
+                    "reasoning and query words of the logged rollouts in the first and last "
+                    f"quarter of the steps [profile: {profile}]"))
+SHOWN = [(n, r) for (n, r) in LENGTHS if n in BOTH or r == "think"]  # think runs, partners
+if SHOWN:
+    fig = reasoning.reasoning_figure({f"{n} · {r}": (LOGS[n, r], LENGTHS[n, r]) for n, r in SHOWN})
+    plots.save_figure(fig, "17_reasoning_lengths", figures_dir, profile=profile,
+                      setting=f"{model}; from the logs: " + curves.scale_setting(
+                          {f"{n} · {r}": LOGS[n, r] for n, r in SHOWN}),
+                      caption="Training reward, reasoning length and query length per GRPO step "
+                              "(words, from the rollouts each step logs), with and without "
+                              "<think> (DeepRetrieval Fig. 4's study, on evidence seeking)")
+REASONING.round(3)
+
+# %% [markdown]
 # ## What we found
 #
-# Read from `17_comparisons` and `17_evidence` of this run:
+# Read from `17_comparisons`, `17_evidence` and `17_reasoning` of this run:
 
 # %%
 for _, r in CMP[(CMP.metric == HN[-1]) & (CMP["baseline kind"] == "baseline")].iterrows():
     print(describe(r))
+for _, r in CMP[CMP.method.str.contains(" think: ") & (CMP.metric == HN[-1])].iterrows():
+    print(describe(r))
+for r in REASONING[REASONING.rewriter.str.startswith("trained")].to_dict("records"):
+    print(f"{r['dataset']}, {r['rewriter']}: reasoning words {r['reasoning words early']:.1f} -> "
+          f"{r['reasoning words late']:.1f}, query words {r['query words early']:.1f} -> "
+          f"{r['query words late']:.1f} (first vs last quarter of training); at test "
+          f"{r['test reasoning words']:.1f} reasoning and {r['test query words']:.1f} query words")
 for (label, name), res in RESULTS.items():
     print(f"{name}, {label}: injection rate {res['injection']['has_injection'].mean():.1%} "
           "(string match; DeepRetrieval Sec. 4 reports its 3B model's rates on NQ, TriviaQA "
