@@ -32,7 +32,8 @@ def test_reasoning_and_query_words_of_think_completions(text, reasoning, query):
 
 def test_a_completion_without_reasoning_has_zero_reasoning_words():
     got = R.lengths('<answer> {"query": "City where SS was formed"} </answer>', NOTHINK)
-    assert got == {"reasoning words": 0.0, "query words": 5.0}
+    assert (got["reasoning words"], got["query words"]) == (0.0, 5.0)
+    assert math.isnan(got["echo"])  # no example chain given
 
 
 def test_a_non_string_completion_is_a_one_line_error():
@@ -79,10 +80,12 @@ def test_a_malformed_samples_file_names_the_line(tmp_path):
 def test_early_and_late_are_the_first_and_last_quarter_of_the_steps():
     log = pd.DataFrame({"step": range(1, 9), "reward": [0, 0, 1, 1, 1, 1, 4, 6]})
     cur = pd.DataFrame({"step": range(1, 9), "reasoning words": [30, 10, 9, 9, 9, 9, 5, 3],
-                        "query words": [4, 6, 7, 7, 7, 7, 9, 11]})
+                        "query words": [4, 6, 7, 7, 7, 7, 9, 11],
+                        "echo share": [0, 0.5, 0, 0, 0, 0, 1, 1]})
     got = R.early_late(log, cur)
     assert got == {"reward early": 0.0, "reward late": 5.0, "reasoning words early": 20.0,
-                   "reasoning words late": 4.0, "query words early": 5.0, "query words late": 10.0}
+                   "reasoning words late": 4.0, "query words early": 5.0, "query words late": 10.0,
+                   "echo share early": 0.25, "echo share late": 1.0}
     one = R.early_late(log.head(1), cur.head(1))  # a one-step plumbing run: both are step 1
     assert one["reward early"] == one["reward late"] == 0.0
 
@@ -90,9 +93,46 @@ def test_early_and_late_are_the_first_and_last_quarter_of_the_steps():
 def test_mean_lengths_over_test_rewrites():
     got = R.mean_lengths(['<think>a b</think><answer>{"query": "x"}</answer>', "<think>a b c d"],
                          THINK)
-    assert got == {"reasoning words": 3.0, "query words": 1.0}
+    assert (got["reasoning words"], got["query words"]) == (3.0, 1.0)
+    assert math.isnan(got["echo share"])
     # test rewrites do not repeat the prefilled <think>: a cut chain still counts
     cut = R.mean_lengths(["a chain cut by the budget"], THINK, prefill="<think>")
     assert cut["reasoning words"] == 6.0 and math.isnan(cut["query words"])
     with pytest.raises(QrlibError, match="at least one"):
         R.mean_lengths([], THINK)
+
+
+LAYOUT = ('Then answer. Layout: <think> your reasoning </think> <answer> {"query": "..."} '
+          '</answer>')
+
+
+def test_the_example_chain_is_read_from_the_prompt_layout():
+    assert R.layout_chain(LAYOUT) == "your reasoning"
+    assert R.layout_chain("Layout: <answer> {} </answer>") == ""  # no-think prompt
+    assert R.layout_chain("<think> never closed") == ""
+
+
+@pytest.mark.parametrize("text, echo", [
+    ('<think> your reasoning </think>\n<answer>{"query": "q"}</answer>', 1.0),
+    # prefilled <think>: the completion starts inside the chain; case and spacing ignored
+    ('  Your   Reasoning</think><answer>{"query": "q"}</answer>', 1.0),
+    ('<think>your reasoning: the film, then its director</think><answer>{"query": "q"}</answer>',
+     0.0),  # reasoning that starts with the template words is reasoning
+    ('<answer>{"query": "q"}</answer>', 0.0),  # no chain is no echo
+])
+def test_a_chain_that_copies_the_prompts_example_is_an_echo(text, echo):
+    assert R.lengths(text, THINK, R.layout_chain(LAYOUT))["echo"] == echo
+
+
+def test_echo_share_per_step_and_at_test(tmp_path):
+    ex = R.layout_chain(LAYOUT)
+    path = _samples(tmp_path, [
+        {"step": 1, "reward": 1.0, "completion": '<think>who, then where</think><answer>{"query": "x"}</answer>'},
+        {"step": 1, "reward": 1.0, "completion": '<think>your reasoning</think><answer>{"query": "x"}</answer>'},
+        {"step": 2, "reward": 5.0, "completion": '<think> your reasoning </think><answer>{"query": "x"}</answer>'},
+    ])
+    cur = R.length_curves(R.sample_lengths(path, THINK, ex))
+    assert list(cur["echo share"]) == [0.5, 1.0]
+    got = R.mean_lengths([" your reasoning </think>", " who wrote it </think>", "a cut chain"],
+                         THINK, prefill="<think>", example=ex)
+    assert got["echo share"] == pytest.approx(1 / 3)

@@ -272,11 +272,17 @@ pd.DataFrame(ex)
 # rollouts per step) and from the greedy test rewrites
 # (`qrlib.methods.deepretrieval.reasoning`: words before `</think>`, words of the query the
 # lenient parser recovers). Early and late are the first and last quarter of the steps.
+#
+# A short chain is not necessarily concise reasoning: the prompt's layout shows an example
+# chain (`<think> your reasoning </think>`, as the paper's App. H shows
+# `<think> [thinking process] </think>`), and a small policy can learn to copy it. The
+# **echo share** counts the chains that are exactly that example (case and spacing ignored).
 
 # %%
+EXAMPLE = {run: reasoning.layout_chain(as_template(PROMPTS[run]).user) for run in runs}
 LENGTHS = {(name, run): reasoning.length_curves(reasoning.sample_lengths(
     Path(SUMMARIES[name, run]["log"]).with_name("samples.jsonl"),
-    as_template(PROMPTS[run]).meta["fmt"])) for (name, run) in SUMMARIES}
+    as_template(PROMPTS[run]).meta["fmt"], EXAMPLE[run])) for (name, run) in SUMMARIES}
 rows = []
 for (label, name), res in RESULTS.items():
     run = label.split()[-1]  # "untrained think" -> think
@@ -286,17 +292,19 @@ for (label, name), res in RESULTS.items():
            "format ok": res["rewrites"]["format_ok"].mean(),
            "gen tokens": res["rewrites"]["gen_tokens"].mean(),
            **{f"test {k}": v for k, v in reasoning.mean_lengths(
-               res["rewrites"]["completion"], meta["fmt"], prefill=meta["prefill"]).items()}}
+               res["rewrites"]["completion"], meta["fmt"], prefill=meta["prefill"],
+               example=EXAMPLE[run]).items()}}
     if label.startswith("trained"):
         row.update(reasoning.early_late(LOGS[name, run], LENGTHS[name, run]))
     rows.append(row)
 REASONING = pd.DataFrame(rows)
 save_table(REASONING.round(4), "17_reasoning", tables_dir,
            caption=("With and without reasoning (DeepRetrieval Fig. 4, Table 1 'w/o reasoning'): "
-                    "test H@N, format rate, generated tokens, reasoning and query words of the "
-                    "greedy test rewrites; for trained rewriters the mean training reward and the "
-                    "reasoning and query words of the logged rollouts in the first and last "
-                    f"quarter of the steps [profile: {profile}]"))
+                    "test H@N, format rate, generated tokens, reasoning and query words and "
+                    "the share of chains that copy the prompt's example chain (echo share) of "
+                    "the greedy test rewrites; for trained rewriters the mean training reward "
+                    "and the reasoning and query words and echo share of the logged rollouts in "
+                    f"the first and last quarter of the steps [profile: {profile}]"))
 SHOWN = [(n, r) for (n, r) in LENGTHS if n in BOTH or r == "think"]  # think runs, partners
 if SHOWN:
     fig = reasoning.reasoning_figure({f"{n} · {r}": (LOGS[n, r], LENGTHS[n, r]) for n, r in SHOWN})
@@ -323,6 +331,13 @@ for r in REASONING[REASONING.rewriter.str.startswith("trained")].to_dict("record
           f"{r['reasoning words late']:.1f}, query words {r['query words early']:.1f} -> "
           f"{r['query words late']:.1f} (first vs last quarter of training); at test "
           f"{r['test reasoning words']:.1f} reasoning and {r['test query words']:.1f} query words")
+    if r["rewriter"].endswith("think") and not r["rewriter"].endswith("nothink"):
+        print(f"  chains copying the prompt's example '{EXAMPLE['think']}': "
+              f"{r['echo share early']:.0%} -> {r['echo share late']:.0%} of logged rollouts, "
+              f"{r['test echo share']:.0%} of test rewrites")
+for r in REASONING[REASONING.rewriter == "untrained think"].to_dict("records"):
+    print(f"{r['dataset']}, untrained think: {r['test echo share']:.0%} of test chains copy the "
+          f"prompt's example, {r['test reasoning words']:.1f} reasoning words")
 for (label, name), res in RESULTS.items():
     print(f"{name}, {label}: injection rate {res['injection']['has_injection'].mean():.1%} "
           "(string match; DeepRetrieval Sec. 4 reports its 3B model's rates on NQ, TriviaQA "
