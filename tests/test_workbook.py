@@ -575,10 +575,17 @@ def test_reused_trainings_are_read_from_the_trainers_own_lines():
         {"cell_type": "markdown", "source": "already trained to step 3"}]}
     assert reused_trainings(nb) == ["acqo-stage1-bm25 (finished, step 100)", "resumed at step 40"]
     assert reused_trainings({"cells": [{"outputs": [{"text": "[qrlib.rl.train] step 3: reward 1"}]}]}) == []
-    cold = {"wall_s": 5328.8, "commit": "b3a", "reused_training": []}
-    warm = {"wall_s": 452.4, "commit": "d08", "reused_training": ["x (finished, step 100)"]}
-    assert cold_run(cold, None) == {"cold_wall_s": 5328.8, "cold_commit": "b3a"}
-    assert cold_run(warm, cold) == {"cold_wall_s": 5328.8, "cold_commit": "b3a"}
+    params = {"inputs": {"params": {"runs": ["nothink"]}}}
+    cold = {"wall_s": 5328.8, "commit": "b3a", "reused_training": [], **params}
+    warm = {"wall_s": 452.4, "commit": "d08", "reused_training": ["x (finished, step 100)"],
+            **params}
+    rec = cold_run(cold, None)
+    assert (rec["cold_wall_s"], rec["cold_commit"]) == (5328.8, "b3a") and rec["cold_params"]
+    assert cold_run(warm, cold) == rec
     again = {**warm, **cold_run(warm, cold)}
-    assert cold_run({**warm, "commit": "e5"}, again) == {"cold_wall_s": 5328.8, "cold_commit": "b3a"}
+    assert cold_run({**warm, "commit": "e5"}, again) == rec
     assert cold_run(warm, None) == {}
+    # new parameters (a second training added): the old run from scratch no longer counts,
+    # neither straight from it nor carried through a warm run
+    more = {**warm, "inputs": {"params": {"runs": ["nothink", "think"]}}}
+    assert cold_run(more, cold) == {} and cold_run(more, again) == {}

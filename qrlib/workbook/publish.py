@@ -35,7 +35,7 @@ from typing import Any
 
 from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write, save_table
 from qrlib.core.errors import QrlibError
-from qrlib.workbook.freshness import load_manifest, published_entries
+from qrlib.workbook.freshness import load_manifest, published_entries, value_hash
 
 PUBLISHED_PROFILES = ("cpu",)
 RESULTS_PROFILE = "cpu"
@@ -293,16 +293,30 @@ def reused_trainings(nb: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _params_key(entry: dict[str, Any]) -> str | None:
+    params = (entry.get("inputs") or {}).get("params")
+    return value_hash(params) if params is not None else None
+
+
 def cold_run(entry: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """``cold_wall_s``/``cold_commit`` for a manifest entry: its own wall time when it
-    trained everything itself, else the last such run's, carried over from ``previous``
-    (the entry it replaces); empty when no run from scratch is on record."""
+    """``cold_wall_s``/``cold_commit``/``cold_params`` for a manifest entry: its own wall
+    time when it trained everything itself, else the last such run's, carried over from
+    ``previous`` (the entry it replaces) only while the notebook's parameters are the ones
+    that run had (a run from scratch with fewer trainings says nothing of today's); empty
+    when no such run is on record."""
     if not entry.get("reused_training"):
-        return {"cold_wall_s": entry.get("wall_s"), "cold_commit": entry.get("commit")}
+        return {"cold_wall_s": entry.get("wall_s"), "cold_commit": entry.get("commit"),
+                "cold_params": _params_key(entry)}
     previous = previous or {}
     if previous.get("wall_s") and not previous.get("reused_training"):
-        return {"cold_wall_s": previous["wall_s"], "cold_commit": previous.get("commit")}
-    return {k: previous[k] for k in ("cold_wall_s", "cold_commit") if previous.get(k)}
+        rec = {"cold_wall_s": previous["wall_s"], "cold_commit": previous.get("commit"),
+               "cold_params": _params_key(previous)}
+    else:
+        rec = {k: previous[k] for k in ("cold_wall_s", "cold_commit", "cold_params")
+               if previous.get(k)}
+    if rec.get("cold_params") and rec["cold_params"] != _params_key(entry):
+        return {}
+    return rec
 
 
 def timing_table(profile: str, *, root: Path | None = None) -> Any:
@@ -330,8 +344,8 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
                caption=f"Wall time and peak memory (process + kernel) of the last run of each "
                        f"notebook, from tables/{profile}/manifest.json; a run that found a "
                        f"training already done in runs/ names it under 'reused training', and "
-                       f"'cold wall_s' is the last run that trained everything itself (empty "
-                       f"when none is on record); "
+                       f"'cold wall_s' is the last run that trained everything itself with the "
+                       f"same parameters (empty when none is on record); "
                        f"`python -m qrlib status "
                        f"--profile {profile}` tells which are fresh [profile: {profile}]")
     return t

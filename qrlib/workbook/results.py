@@ -748,14 +748,15 @@ def _no_cold_record(t: Any) -> list[str]:
 
 
 def _lower_bound_note(t: Any) -> str:
-    """``; a lower bound: 13_x reused a finished training and no run of it from scratch is
-    on record`` or ``""``."""
+    """``; a lower bound: 13_x reused a finished training and no run of it from scratch with
+    today's parameters is on record`` or ``""``."""
     names = _no_cold_record(t)
     if not names:
         return ""
     one = len(names) == 1
     return (f"; a lower bound: {', '.join(names)} reused {'a finished training' if one else 'finished trainings'} "
-            f"and no run of {'it' if one else 'them'} from scratch is on record")
+            f"and no run of {'it' if one else 'them'} from scratch with today's parameters "
+            f"is on record")
 
 
 def _reuse_note(d: Doc, r: Any) -> str:
