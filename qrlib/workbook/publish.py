@@ -304,13 +304,15 @@ def cold_run(entry: dict[str, Any], previous: dict[str, Any] | None) -> dict[str
     ``previous`` (the entry it replaces) only while the notebook's parameters are the ones
     that run had (a run from scratch with fewer trainings says nothing of today's); empty
     when no such run is on record."""
+    def own(e: dict[str, Any]) -> dict[str, Any]:  # a run that trained everything itself
+        return {"cold_wall_s": e.get("wall_s"), "cold_commit": e.get("commit"),
+                "cold_params": _params_key(e)}
+
     if not entry.get("reused_training"):
-        return {"cold_wall_s": entry.get("wall_s"), "cold_commit": entry.get("commit"),
-                "cold_params": _params_key(entry)}
+        return own(entry)
     previous = previous or {}
     if previous.get("wall_s") and not previous.get("reused_training"):
-        rec = {"cold_wall_s": previous["wall_s"], "cold_commit": previous.get("commit"),
-               "cold_params": _params_key(previous)}
+        rec = own(previous)
     else:
         rec = {k: previous[k] for k in ("cold_wall_s", "cold_commit", "cold_params")
                if previous.get(k)}
