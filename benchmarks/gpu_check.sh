@@ -41,9 +41,12 @@ tiny=(); [ "$TINY" = 1 ] && tiny=(--tiny)
 common=(--out "$OUT" --bundle "$BUNDLE" --work "$WORK" "${tiny[@]}")
 
 # stage NAME SECONDS CMD...: run CMD under a time limit, append NAME,exit,seconds
+# GPU_CHECK_STAGES="grpo throughput" runs only those (a rerun inside a short lease)
+STAGES=" ${GPU_CHECK_STAGES:-versions unit_tests grpo throughput} "
 stage() {
   local name=$1 limit=$2 s rc
   shift 2
+  [[ "$STAGES" == *" $name "* ]] || return 0
   s=$(date +%s)
   echo "== $name (limit ${limit}s)"
   timeout --kill-after=10 "$limit" "$@"
@@ -58,8 +61,8 @@ stage versions 60 $PY benchmarks/gpu_check.py versions "${common[@]}"
 TESTS=${GPU_CHECK_TESTS:-tests/test_train.py tests/test_policy.py tests/test_rewards.py tests/test_retrieval.py tests/test_env.py tests/test_sharedprefix.py tests/test_parsing.py}
 stage unit_tests "${GPU_CHECK_TEST_LIMIT:-75}" $PY -m pytest -q -p no:cacheprovider \
   -o addopts="" -m "not slow" --timeout=60 --junitxml "$WORK/junit.xml" $TESTS
-$PY benchmarks/gpu_check.py junit --xml "$WORK/junit.xml" "${common[@]}"
-stage grpo "${GPU_CHECK_GRPO_LIMIT:-170}" $PY benchmarks/gpu_check.py grpo "${common[@]}"
+[[ "$STAGES" == *" unit_tests "* ]] && $PY benchmarks/gpu_check.py junit --xml "$WORK/junit.xml" "${common[@]}"
+stage grpo "${GPU_CHECK_GRPO_LIMIT:-200}" $PY benchmarks/gpu_check.py grpo "${common[@]}"
 stage throughput "${GPU_CHECK_TP_LIMIT:-180}" $PY benchmarks/gpu_check.py throughput "${common[@]}"
 echo "total,0,$(( $(date +%s) - start ))" >> "$OUT/stages.csv"
 $PY benchmarks/gpu_check.py report "${common[@]}"
