@@ -8,7 +8,7 @@ one call carries at most 64 MiB (working tree plus carried paths). The bundle ho
 * ``wheels/`` -- CPython 3.12 manylinux x86_64 wheels of qrlib's dependencies (and theirs)
   that the image lacks, at the versions installed here where such a wheel exists;
 * ``tokenizer/`` -- Qwen2.5's tokenizer (from the offline Qwen2.5-Coder-0.5B GGUF);
-* ``data/`` -- the offline SciFact, NFCorpus and HotpotQA-mini folders the check and the
+* ``data/`` -- the offline SciFact, NFCorpus, HotpotQA-mini and Spider-dev folders the check and the
   unit tests read;
 * ``commit.txt`` -- the commit the bundle was built at (the tree travels without ``.git``).
 
@@ -58,7 +58,7 @@ wheel wrapt xarray xxhash yarl zipp""".split())
 #: notebook runner, JupyterLab and FAISS: the check runs no notebook and no dense index).
 ROOTS = ["trl", "datasets", "gguf", "bm25s", "PyStemmer", "rank-bm25", "ir-measures",
          "ir-datasets", "ranx", "pyndeval", "tabulate"]
-DATA = ["scifact", "nfcorpus", "hotpotqa-mini"]
+DATA = ["scifact", "nfcorpus", "hotpotqa-mini", "spider-dev"]
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64"]
 

@@ -414,10 +414,75 @@ def stage_report(out: Path) -> str:
     return text
 
 
+#: Trainings per notebook of the ``gpu`` profile (each at the notebook's steps, batch and
+#: rollout length), from its parameters: a function of the resolved parameters.
+TRAININGS: dict[str, Any] = {
+    "05_vanilla_rl": lambda p: len(p["datasets"]) * len(p["train_runs"]),
+    "06_acqo_stage1": lambda p: len(p["train_datasets"]) * len(p["retrievers"]),
+    "07_acqo_stage2": lambda p: len(p["retrievers"]),
+    "08_sage": lambda p: len(p["sage_datasets"]),
+    "13_deepretrieval_sql": lambda p: 1,
+    "14_rlqr": lambda p: len(p["datasets"]) * 2,  # BM25 and dense per collection
+    "15_sage_ablation": lambda p: len(p["sage_datasets"]),  # per variant
+    "17_deepretrieval_evidence": lambda p: len(p["runs"]),
+}
+
+
+def stage_estimate(out: Path, throughput: Path, *, arch: str = "3B",
+                   profile: Path = REPO / "params" / "gpu.yaml") -> list[dict[str, Any]]:
+    """Hours of RL training per notebook of the ``gpu`` profile with HF rollouts on the
+    measured card, from ``throughput.csv`` at ``arch`` (the profile's policies are 3B).
+
+    Per step: decoding ``max_completion_length`` token steps at the measured seconds per
+    token step (HF decoding was launch-bound: the same per-step time at 0.5B and 7B, so it
+    is taken as independent of the batch), plus the update of ``prompts_per_step x
+    num_generations`` rollouts at the measured update rate scaled by sequence length.
+    Rollouts are taken at full length (an upper bound where completions stop earlier);
+    the ``gpu`` profile's ``rollouts: vllm`` notebooks would decode with vLLM instead, which
+    the GPU image lacks, so it was not measured."""
+    from qrlib.workbook.profiles import load_profile, notebook_parameters, parameters_for
+
+    rows = {r["arch"]: r for r in csv.DictReader(throughput.read_text().splitlines())}
+    m = rows[arch]
+    per_token = float(m["gen_seconds"]) / float(m["new_tokens"])
+    ref_len = float(m["prompt_tokens"]) + float(m["new_tokens"])
+    upd_rate = float(m["update_rollouts_per_s"])
+    prof = load_profile(profile)
+    out_rows = []
+    for nb, count in TRAININGS.items():
+        p = parameters_for(prof, nb, notebook_parameters(nb))
+        steps, length = p.get("train_steps"), p["max_completion_length"]
+        if not steps:
+            continue
+        rollouts = p["prompts_per_step"] * p["num_generations"]
+        gen = length * per_token
+        upd = rollouts / upd_rate * (float(m["prompt_tokens"]) + length) / ref_len
+        per_run_h = steps * (gen + upd) / 3600
+        n = count(p)
+        out_rows.append({"notebook": nb, "steps": steps, "rollouts_per_step": rollouts,
+                         "max_completion_length": length,
+                         "step_seconds": round(gen + upd, 1),
+                         "hours_per_training": round(per_run_h, 1), "trainings": n,
+                         "hours": round(per_run_h * n, 1),
+                         "rollouts_in_profile": p.get("rollouts", "hf")})
+    lines = [f"Estimated RL training time of the `gpu` profile with HF rollouts, from the "
+             f"{arch} row of `throughput.csv` ({per_token * 1000:.0f} ms per decoding step, "
+             f"{upd_rate:.1f} rollouts/s in the update at {ref_len:.0f} tokens).", "",
+             "| notebook | steps | rollouts/step | tokens | s/step | h/training | trainings "
+             "| hours | profile's rollouts |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | {r['steps']} | {r['rollouts_per_step']} | "
+              f"{r['max_completion_length']} | {r['step_seconds']} | {r['hours_per_training']} "
+              f"| {r['trainings']} | {r['hours']} | {r['rollouts_in_profile']} |"
+              for r in out_rows]
+    (out / "estimates.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return out_rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks/gpu_check.py", description=__doc__.split("\n")[0])
     p.add_argument("stage", choices=["versions", "junit", "grpo", "throughput", "report",
-                                     "tokenizer"])
+                                     "tokenizer", "estimate"])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--bundle", type=Path, default=None)
     p.add_argument("--tiny", action="store_true")
@@ -439,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     elif a.stage == "throughput":
         stage_throughput(a.out, archs=["tiny"] if a.tiny else a.archs.split(","),
                          bundle=bundle, tiny=a.tiny)
+    elif a.stage == "estimate":
+        stage_estimate(a.out, a.out / "throughput.csv")
     elif a.stage == "tokenizer":
         write_tokenizer(a.out)
     else:
