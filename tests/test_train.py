@@ -413,3 +413,68 @@ def test_row_prefill_fills_columns_json_escaped_and_reaches_the_reward():
     r = T.TimedReward(env, "acqo", '{"query": "{question}%%')
     r(["p", "p"], ['b"}', '"}'], question=["a", "c"], qid=["1", "2"])
     assert env.seen == ['{"query": "a%%b"}', '{"query": "c%%"}']
+
+
+# --------------------------------------------------------------------------- GPU path (issue 43)
+def test_micro_batches_divide_the_step_and_default_by_device():
+    from qrlib.rl.config import CUDA_MICRO_BATCH, micro_batch
+
+    cfg = T.load_config({"prompts_per_step": 32, "num_generations": 8})
+    assert micro_batch(cfg, cuda=False) == (256, 1)  # the CPU keeps one pass per step
+    assert micro_batch(cfg, cuda=True) == (CUDA_MICRO_BATCH, 256 // CUDA_MICRO_BATCH)
+    assert micro_batch(T.load_config({"prompts_per_step": 3, "num_generations": 8}),
+                       cuda=True) == (12, 2)  # the largest divisor of 24 up to 16
+    assert micro_batch(T.load_config({"prompts_per_step": 2, "num_generations": 8,
+                                      "micro_batch_size": 4}), cuda=False) == (4, 4)
+    with pytest.raises(QrlibError, match="must divide the step's batch of 16"):
+        micro_batch(T.load_config({"prompts_per_step": 2, "num_generations": 8,
+                                   "micro_batch_size": 5}), cuda=False)
+
+
+def test_grpo_args_accumulate_micro_batches_and_size_the_context(tmp_path):
+    from qrlib.rl.trainer import context_length
+
+    cfg = T.load_config({"run_dir": str(tmp_path), "prompts_per_step": 2,
+                         "num_generations": 4, "micro_batch_size": 2, "stop": ['"}'],
+                         "max_completion_length": 512})
+    a = grpo_args(cfg, 8, False, "float32")
+    assert (a.per_device_train_batch_size, a.gradient_accumulation_steps) == (2, 4)
+    assert a.steps_per_generation == 4 and a.generation_batch_size == 8  # one generation/step
+    assert a.generation_kwargs == {"stop_strings": ['"}']}  # the HF path gets the stops too
+    assert context_length(cfg, 1700) == 2304  # 1,700 + 512 rounded up to 256
+    assert context_length(cfg, None) == 2048
+    assert context_length(T.load_config({"vllm_max_model_length": 4096}), 9999) == 4096
+
+
+class StopEnv(FakeEnv):
+    def __init__(self):
+        super().__init__()
+        self.completions = []
+
+    def __call__(self, prompts, completions, **cols):
+        self.completions += list(completions)
+        return super().__call__(prompts, completions, **cols)
+
+
+@pytest.mark.slow
+def test_hf_rollouts_end_at_stop_strings_in_micro_batches(tmp_path, monkeypatch):
+    """TRL's HF path with stop strings (the tokenizer reaches generate) and a step trained
+    in two micro-batches with gradient accumulation."""
+    monkeypatch.setenv("QRLIB_ROLLOUTS", "hf")
+    env = StopEnv()
+    cfg = T.load_config({"name": "stops", "run_dir": str(tmp_path), "model": "smollm2",
+                         "fmt": "deepretrieval-nothink", "prefill": '<answer>{"query": "',
+                         "prompt": {"user": "Query for: {query}"}, "max_steps": 2,
+                         "num_generations": 4, "micro_batch_size": 2,
+                         "max_completion_length": 24, "temperature": 1.0, "stop": [" "],
+                         "save_steps": 5})
+    s = T.train(cfg, env=env, queries={"1": "vitamin d bone", "2": "aspirin heart"})
+    assert s["steps"] == 2 and len(env.completions) == 8
+    # the reward sees prefill + completion; every completion ends at its first space
+    # (kept), or has none and ran to the budget
+    prefill = '<answer>{"query": "'
+    gen = [c[len(prefill):] for c in env.completions]
+    assert all(c.startswith(prefill) for c in env.completions)
+    for c in gen:
+        assert " " not in c[:-1], repr(c)
+    assert sum(c.endswith(" ") for c in gen) >= 4

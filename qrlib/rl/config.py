@@ -23,7 +23,10 @@ from qrlib.generation.policy import cpu_has_native_bf16
 from qrlib.generation.prompts import as_template
 
 __all__ = ["ALGORITHMS", "TrainConfig", "load_config", "resolve_dtype", "resolve_autocast",
-           "grad_checkpointing", "cuda_available"]
+           "grad_checkpointing", "cuda_available", "micro_batch", "CUDA_MICRO_BATCH"]
+
+#: Largest micro-batch (rollouts per forward/backward) chosen on CUDA when none is set.
+CUDA_MICRO_BATCH = 16
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "grpo": {"loss_type": "grpo", "epsilon": 0.2, "epsilon_high": None, "beta": 0.001,
@@ -147,8 +150,17 @@ class TrainConfig:
             KL 0.001. ``"dapo"``: DAPO's token-level loss (DAPO Sec. 3.3), clip-higher
             (Sec. 3.1) and no KL term; ACQO App. A.2 trains with DAPO. qrlib.
         prompts_per_step (`int`, defaults to `1`):
-            Distinct prompts per optimisation step; TRL's ``per_device_train_batch_size``
-            is ``prompts_per_step * num_generations`` (gradient accumulation 1). qrlib.
+            Distinct prompts per optimisation step: one generation batch of
+            ``prompts_per_step * num_generations`` rollouts, one optimizer step. qrlib.
+        micro_batch_size (`int` or `None`, defaults to `None`):
+            Rollouts per forward/backward pass; the step's batch is split into
+            ``batch / micro_batch_size`` micro-batches with gradient accumulation (TRL
+            ``per_device_train_batch_size`` and ``gradient_accumulation_steps``, with
+            ``steps_per_generation`` equal to the latter: one generation per optimizer step).
+            It must divide the batch. ``None``: the whole batch on the CPU (one pass, as
+            before); on CUDA the largest divisor of the batch up to 16 (16 sequences of 256
+            tokens of a 3B model peaked at 18 GiB on an H100, ``tables/gpu-check``).
+            qrlib.
         num_generations (`int`, defaults to `8`):
             Rollouts per prompt (the group). TRL ``GRPOConfig``; ACQO App. A.2: 8.
         temperature (`float`, defaults to `1.0`):
@@ -193,15 +205,18 @@ class TrainConfig:
         vllm_gpu_memory_utilization (`float`, defaults to `0.3`):
             CUDA only; the CPU engine's KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (qrlib
             sets 1). TRL ``GRPOConfig``.
-        vllm_max_model_length (`int`, defaults to `2048`):
-            Prompt + completion tokens the engine accepts. TRL ``GRPOConfig``.
+        vllm_max_model_length (`int` or `None`, defaults to `None`):
+            Prompt + completion tokens the engine accepts. ``None``: the longest training
+            prompt plus ``max_completion_length``, rounded up to a multiple of 256 (a Spider
+            schema and 512 SQL tokens outgrow a fixed 2,048). TRL ``GRPOConfig``.
         vllm_importance_sampling_correction (`bool`, defaults to `True`):
             Reweight by the learner / sampler probability ratio (bf16 engine vs the policy);
             costs one extra no-grad forward pass per step. TRL ``GRPOConfig``.
         stop (`list[str]`, defaults to `[]`):
-            Stop strings of the vLLM rollouts, kept in the completion (vLLM
-            ``SamplingParams`` through TRL's ``generation_kwargs``), e.g. ``['"}']``. The HF
-            path ignores them and says so. qrlib.
+            Stop strings of the rollouts, kept in the completion, e.g. ``['"}']``: vLLM
+            ``SamplingParams`` through TRL's ``generation_kwargs``, and on the HF path
+            transformers' ``stop_strings`` (the tokens after a stop are masked out of the
+            loss, :func:`qrlib.rl.trainer.hf_stop_strings`). qrlib.
 
         > Optimisation
 
@@ -289,6 +304,7 @@ class TrainConfig:
     algorithm: str = "grpo"
     prompts_per_step: int = 1
     num_generations: int = 8
+    micro_batch_size: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int | None = None
@@ -304,7 +320,7 @@ class TrainConfig:
     # ---- vLLM rollouts
     use_vllm: bool | None = None
     vllm_gpu_memory_utilization: float = 0.3
-    vllm_max_model_length: int = 2048
+    vllm_max_model_length: int | None = None
     vllm_importance_sampling_correction: bool = True
     stop: list[str] = field(default_factory=list)
     # ---- optimisation
@@ -391,6 +407,21 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def micro_batch(cfg: TrainConfig, cuda: bool) -> tuple[int, int]:
+    """(rollouts per forward/backward pass, gradient-accumulation steps) of one optimizer
+    step of ``prompts_per_step * num_generations`` rollouts (see ``micro_batch_size``)."""
+    batch = cfg.prompts_per_step * cfg.num_generations
+    micro = cfg.micro_batch_size
+    if micro is None:
+        micro = (max(d for d in range(1, min(batch, CUDA_MICRO_BATCH) + 1) if batch % d == 0)
+                 if cuda else batch)
+    if micro < 1 or batch % micro:
+        raise QrlibError(f"micro_batch_size {micro} must divide the step's batch of {batch} "
+                         f"rollouts (prompts_per_step x num_generations); accepted: the "
+                         f"divisors of {batch}")
+    return micro, batch // micro
 
 
 def grad_checkpointing(cfg: TrainConfig) -> bool:

@@ -21,10 +21,11 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from qrlib.core.io import atomic_path, atomic_write
 from qrlib.generation.parsing import completion_text, parse_completion
+from qrlib.generation.policy import cut_at_stop
 from qrlib.rl.rewards import same_query
 from qrlib.rl.rows import fill_prefill
 
@@ -38,9 +39,13 @@ class TimedReward:
     per-batch aggregates that :class:`StepLogger` writes (per-part rewards come from the
     numeric fields of ``env.records`` added during the batch)."""
 
-    def __init__(self, env: Callable[..., list[float]], fmt: str, prefill: str = "") -> None:
+    def __init__(self, env: Callable[..., list[float]], fmt: str, prefill: str = "",
+                 stop: Sequence[str] = ()) -> None:
         self.env = env
         self.prefill = prefill
+        # rollouts are cut after their first stop string, as vLLM cuts them: transformers
+        # stops only after the token that completes it, which may carry more text
+        self.stop = list(stop)
         self.fmt = fmt
         self.seconds = 0.0
         self.calls = 0
@@ -56,9 +61,14 @@ class TimedReward:
                     and len(columns[k]) == len(completions)]
             pre = [fill_prefill(self.prefill, {k: columns[k][i] for k in keys})
                    for i in range(len(completions))]
-        texts = [p + completion_text(c) for p, c in zip(pre, completions)]
+        gen = [completion_text(c) for c in completions]
+        if self.stop:
+            gen = [cut_at_stop(g, self.stop) for g in gen]
+        texts = [p + g for p, g in zip(pre, gen)]
         if self.prefill:  # the env must parse what the model's answer really was
             completions = texts
+        elif self.stop:
+            completions = gen
         parsed = [parse_completion(t, self.fmt) for t in texts]
         loose = [p if p.ok else parse_completion(t, self.fmt, lenient=True)
                  for p, t in zip(parsed, texts)]

@@ -54,7 +54,8 @@ from qrlib.rl.config import (ALGORITHMS, TrainConfig, cuda_available, load_confi
 from qrlib.rl.rows import build_env, build_prompts, fill_prefill, load_rows
 from qrlib.rl.sft import sft_warm_start
 from qrlib.rl.steplog import GenTimer, StepLogger, TimedReward, quiet_progress, warnings_to
-from qrlib.rl.trainer import grpo_args, push_weights_on_cpu, rollout_backend, trainer_class
+from qrlib.rl.trainer import (grpo_args, hf_stop_strings, push_weights_on_cpu, rollout_backend,
+                              trainer_class)
 
 __all__ = ["TrainConfig", "ALGORITHMS", "train", "build_prompts", "StepLogger",
            "TimedReward", "last_checkpoint", "load_config", "load_rows", "resolve_dtype",
@@ -133,7 +134,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     save_json(current, out / "config.json")
     set_seed(cfg.seed)
     fmt = cfg.completion_format
-    reward = TimedReward(env, fmt, cfg.prefill)
+    reward = TimedReward(env, fmt, cfg.prefill, stop=cfg.stop)
 
     cuda = cuda_available()
     dtype = resolve_dtype(cfg.dtype)
@@ -152,10 +153,14 @@ def _train(cfg: TrainConfig, *, env: Any = None,
             if p.requires_grad:
                 p.data = p.data.float()
     batch = cfg.prompts_per_step * cfg.num_generations
-    args = grpo_args(cfg, batch, cuda, dtype)
     n_rows = cfg.max_steps * cfg.prompts_per_step
     data = build_prompts(rows, tok, template, repeat_to=n_rows, seed=cfg.seed,
                          prefill=cfg.prefill)
+    longest = None
+    if rollout_backend(cfg) == "vllm" and cfg.vllm_max_model_length is None:
+        longest = max(len(tok(p, add_special_tokens=False)["input_ids"])
+                      for p in set(data["prompt"]))
+    args = grpo_args(cfg, batch, cuda, dtype, max_prompt_tokens=longest)
     timer: dict[str, float] = {}
     resumed_step = int(Path(resume).name.split("-")[1]) if resume else 0
     logger = StepLogger(out / "log.csv", reward, timer, samples_path=out / "samples.jsonl",
@@ -170,6 +175,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                               train_dataset=data, processing_class=tok,
                               peft_config=peft_config, callbacks=[logger, CheckpointMarker()])
     quiet_progress(trainer)
+    hf_stop_strings(trainer, tok)  # TRL's HF rollouts end at cfg.stop too
     if getattr(trainer, "vllm_generation", None) is not None and not cuda:
         push_weights_on_cpu(trainer)
     trainer.qrlib_dynamic_sampling = cfg.dynamic_sampling

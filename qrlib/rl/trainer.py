@@ -16,17 +16,26 @@ from typing import Any
 
 from qrlib.generation import engine
 from qrlib.generation.engine import push_weights
-from qrlib.rl.config import TrainConfig, grad_checkpointing
+from qrlib.core.errors import QrlibError
+from qrlib.rl.config import TrainConfig, grad_checkpointing, micro_batch
 from qrlib.rl.sharedprefix import causal_lm_parts, prompt_groups, shared_prompt_logps
 
 __all__ = ["grpo_args", "rollout_backend", "push_weights_on_cpu", "trainer_class",
-           "live_groups", "splice"]
+           "live_groups", "splice", "context_length", "hf_stop_strings"]
 
 
-def grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
-    """TRL ``GRPOConfig`` for the run (vLLM colocate rollouts when ``use_vllm``)."""
+def grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str, *,
+              max_prompt_tokens: int | None = None) -> Any:
+    """TRL ``GRPOConfig`` for the run (vLLM colocate rollouts when ``use_vllm``): one
+    generation of ``batch`` rollouts per optimizer step, trained in micro-batches
+    (:func:`qrlib.rl.config.micro_batch`); the vLLM context is ``vllm_max_model_length``,
+    else ``max_prompt_tokens + max_completion_length`` rounded up to 256."""
     from trl import GRPOConfig
 
+    micro, accum = micro_batch(cfg, cuda)
+    if micro * accum != batch:
+        raise QrlibError(f"batch {batch} != prompts_per_step x num_generations "
+                         f"({micro * accum})")
     g = cfg.resolved()
     extra: dict[str, Any] = {}
     extra.update({k: getattr(cfg, k) for k in ("top_k", "min_p") if getattr(cfg, k) is not None})
@@ -36,22 +45,22 @@ def grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
             engine.configure_env()
         extra.update(use_vllm=True, vllm_mode="colocate", vllm_enable_sleep_mode=False,
                      vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                     vllm_max_model_length=cfg.vllm_max_model_length,
+                     vllm_max_model_length=context_length(cfg, max_prompt_tokens),
                      vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction)
         if cfg.stop:
             # the stop string stays in the completion, so the parser sees the closed JSON
             extra["generation_kwargs"] = {"stop": list(cfg.stop),
                                           "include_stop_str_in_output": True}
     elif cfg.stop:
-        print(f"[qrlib.rl.train] stop strings {cfg.stop} apply to vLLM rollouts only; the HF "
-              f"path generates up to max_completion_length")
+        extra["generation_kwargs"] = {"stop_strings": list(cfg.stop)}  # see hf_stop_strings
     return GRPOConfig(
         output_dir=str(cfg.output_dir), max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
         lr_scheduler_type=cfg.lr_scheduler_type,
         mask_truncated_completions=cfg.mask_truncated_completions,
         max_grad_norm=cfg.max_grad_norm,
-        per_device_train_batch_size=batch, gradient_accumulation_steps=1,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=accum,
+        steps_per_generation=accum,
         num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, top_p=cfg.top_p, loss_type=g["loss_type"],
         epsilon=g["epsilon"], epsilon_high=g["epsilon_high"], beta=g["beta"],
@@ -60,6 +69,42 @@ def grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str) -> Any:
         use_cpu=not cuda, bf16=cuda and dtype == "bfloat16",
         gradient_checkpointing=grad_checkpointing(cfg),
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0, **extra)
+
+
+def context_length(cfg: TrainConfig, max_prompt_tokens: int | None) -> int:
+    """The vLLM engine's context: ``vllm_max_model_length``, else the longest prompt plus
+    ``max_completion_length`` rounded up to a multiple of 256 (2,048 when the prompts are
+    not known)."""
+    if cfg.vllm_max_model_length is not None:
+        return int(cfg.vllm_max_model_length)
+    if max_prompt_tokens is None:
+        return 2048
+    need = max_prompt_tokens + cfg.max_completion_length
+    return -(-need // 256) * 256
+
+
+def hf_stop_strings(trainer: Any, tokenizer: Any) -> bool:
+    """Make TRL's HF rollouts honour ``generation_kwargs["stop_strings"]``.
+
+    transformers stops a sequence at a stop string only when ``generate`` is given the
+    tokenizer, which TRL does not pass: the model's ``generate`` is wrapped to pass it.
+    A stopped sequence is then filled with the pad token, and TRL masks a completion after
+    its first EOS only: the pad id is added to the ids TRL masks at, so the filler never
+    enters the loss (the completion keeps one pad token, as a finished one keeps its EOS).
+    Returns whether anything was changed (no stop strings, or vLLM rollouts: nothing)."""
+    import functools
+
+    kwargs = getattr(trainer, "generation_kwargs", None) or {}
+    if not kwargs.get("stop_strings") or getattr(trainer, "use_vllm", False):
+        return False
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if not getattr(model, "_qrlib_stop_tokenizer", False):
+        model.generate = functools.partial(model.generate, tokenizer=tokenizer)
+        model._qrlib_stop_tokenizer = True
+    pad = tokenizer.pad_token_id
+    if pad is not None and pad not in trainer.eos_token_ids:
+        trainer.eos_token_ids = [*trainer.eos_token_ids, pad]
+    return True
 
 
 def rollout_backend(cfg: TrainConfig) -> str:
