@@ -34,10 +34,12 @@ class Session:
 
 def start(name: str, *, run_dir: str | os.PathLike, figures_dir: str | os.PathLike,
           tables_dir: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-          seed: int = 0, torch_threads: int = 0, rollouts: str | None = None) -> Session:
+          seed: int = 0, torch_threads: int = 0, rollouts: str | None = None,
+          dense_model: str | None = None) -> Session:
     """Offline hub, the shared cache, plot style, torch's seed and threads, the generation
-    backend (``rollouts``; ``$QRLIB_ROLLOUTS`` overrides), ``run_dir/name`` created, and the
-    notebook's recorder. Prints the backend."""
+    backend (``rollouts``; ``$QRLIB_ROLLOUTS`` overrides), the encoder of dense retrievers
+    built without one (``dense_model``; :func:`qrlib.retrieval.retrievers.set_default_dense_model`),
+    ``run_dir/name`` created, and the notebook's recorder. Prints the backend."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cache_dir:
@@ -49,6 +51,10 @@ def start(name: str, *, run_dir: str | os.PathLike, figures_dir: str | os.PathLi
     from qrlib.generation import engine
 
     plots.setup()
+    if dense_model is not None:
+        from qrlib.retrieval.retrievers import set_default_dense_model
+
+        set_default_dense_model(dense_model)
     backend = engine.set_backend(rollouts) if rollouts else engine.backend()
     print("generation backend:", backend)
     torch.manual_seed(seed)

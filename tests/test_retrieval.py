@@ -249,3 +249,32 @@ def test_corrupt_bm25_index_cache_is_rebuilt(tmp_path, capsys):
     assert "is unreadable" in capsys.readouterr().err and not again.loaded_from_cache
     assert again.search(["apple"], 3) == first.search(["apple"], 3)
     assert BM25Retriever(CORPUS, stemmer=None, stopwords=None, cache=tmp_path).loaded_from_cache
+
+
+def test_default_dense_model_is_set_per_notebook(monkeypatch, tmp_path):
+    """A profile's ``dense_model`` (gpu: BGE) reaches dense retrievers built without a model
+    (issue 43: dense retrieval defaulted to MiniLM outside 02/03/08/15)."""
+    from qrlib import session
+    from qrlib.retrieval import retrievers as R
+
+    monkeypatch.setattr(R, "DEFAULT_DENSE_MODEL", "minilm")
+    seen = []
+    monkeypatch.setattr(R, "resolve_model", lambda m: seen.append(m) or (m, m))
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(R, "load_encoder", stop)
+    session.start("x", run_dir=tmp_path, figures_dir=tmp_path, tables_dir=tmp_path,
+                  dense_model="BAAI/bge-base-en-v1.5")
+    with pytest.raises(Stop):
+        R.build_retriever("dense", {"d1": "text"})
+    with pytest.raises(Stop):
+        R.build_retriever("dense", {"d1": "text"}, model="minilm")
+    assert seen == ["BAAI/bge-base-en-v1.5", "minilm"]  # a named model still wins
+    assert R.set_default_dense_model(None) == "BAAI/bge-base-en-v1.5"
+    with pytest.raises(QrlibError, match="dense model must be a non-empty name"):
+        R.set_default_dense_model("  ")

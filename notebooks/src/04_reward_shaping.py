@@ -27,6 +27,7 @@ group_size = 8  # rollouts per query (ACQO App. A uses K of 8; TRL num_generatio
 p_malformed = 0.1  # share of pseudo-rollouts whose output format is broken on purpose
 k = 10  # nDCG cut-off for the nDCG-based rewards
 copy_penalties = [0.0, 0.01, 0.05, 0.1]  # SAGE Eq. 3 p values compared (paper: 0.05)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 04 · Reward shaping: what each paper's reward says about a rollout
@@ -51,7 +52,8 @@ from pathlib import Path
 from qrlib import session
 
 S = session.start("04_reward_shaping", run_dir=run_dir, figures_dir=figures_dir,
-                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
+                  dense_model=dense_model)
 run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt

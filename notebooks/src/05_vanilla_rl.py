@@ -43,6 +43,7 @@ dtype = None  # policy weights: None picks bf16 on CUDA and on CPUs with native 
 stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["</answer>"]
 dynamic_sampling = 0  # DAPO dynamic sampling: extra generation rounds per step for groups whose rewards are all equal (0: off)
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 05 · Vanilla RL query rewriting (DeepRetrieval-style)
@@ -75,7 +76,8 @@ import time
 from qrlib import session
 
 S = session.start("05_vanilla_rl", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
-                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts,
+                  dense_model=dense_model)
 
 import matplotlib.pyplot as plt
 import pandas as pd

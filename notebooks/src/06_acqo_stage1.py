@@ -46,6 +46,7 @@ hnsw_ef_construction = 200  # HNSW build effort
 n_examples = 6  # rollouts shown at the end
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 06 · ACQO Stage I: learning to decompose, rewarded by the best subset
@@ -80,7 +81,8 @@ import time
 from qrlib import session
 
 S = session.start("06_acqo_stage1", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
-                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts,
+                  dense_model=dense_model)
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 

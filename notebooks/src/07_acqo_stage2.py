@@ -47,6 +47,7 @@ rule_row = True  # add a model-free row: the question plus qrlib.methods.bandits
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 stop = ['"}']  # a rollout ends when it closes the JSON answer (kept in the completion)
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 07 · ACQO Stage II and the test: does the trained decomposer beat the raw question?
@@ -80,7 +81,8 @@ import time
 from qrlib import session
 
 S = session.start("07_acqo_stage2", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
-                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts)
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads, rollouts=rollouts,
+                  dense_model=dense_model)
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 

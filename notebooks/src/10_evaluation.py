@@ -21,6 +21,7 @@ retrievers = ["bm25", "dense"]  # retrievers every method is evaluated with
 eval_k = 100  # retrieval depth (R@100)
 latency_queries = 5  # queries re-generated with each adapter to time generation (0 skips)
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 10 · Evaluation: every method, dataset and retriever in one table
@@ -47,7 +48,8 @@ import time
 from qrlib import session
 
 S = session.start("10_evaluation", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
-                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads)
+                  cache_dir=cache_dir, seed=seed, torch_threads=torch_threads,
+                  dense_model=dense_model)
 
 import matplotlib.pyplot as plt
 import pandas as pd

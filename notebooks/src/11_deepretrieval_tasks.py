@@ -35,6 +35,7 @@ evidence_split = "test"  # qrels split whose questions are scored
 evidence_n_queries = None  # first N span-answerable questions per set (None: all)
 evidence_drop_yes_no = True  # leave out questions whose only answers are yes/no (no passage states them as a span)
 evidence_ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 11 · DeepRetrieval beyond BEIR
@@ -64,7 +65,8 @@ from pathlib import Path
 from qrlib import session
 
 S = session.start("11_deepretrieval_tasks", run_dir=run_dir, figures_dir=figures_dir,
-                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed)
+                  tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
+                  dense_model=dense_model)
 figures_dir, tables_dir, record = S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt

@@ -45,6 +45,7 @@ bootstrap = 2000  # paired-bootstrap resamples
 n_examples = 6  # example rewrites shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 rollouts = "hf"  # generation engine of training rollouts and evaluation: hf | vllm (qrlib.generation.engine)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 12 · ACQO's single-query baseline: vanilla RL at the same budget
@@ -74,7 +75,8 @@ from qrlib import session
 
 S = session.start("12_acqo_vanilla_rl", run_dir=run_dir, figures_dir=figures_dir,
                   tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
-                  torch_threads=torch_threads, rollouts=rollouts)
+                  torch_threads=torch_threads, rollouts=rollouts,
+                  dense_model=dense_model)
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 

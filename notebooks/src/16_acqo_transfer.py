@@ -37,6 +37,7 @@ bootstrap = 2000  # paired-bootstrap resamples
 n_examples = 4  # example decompositions shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default
 rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
+dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
 
 # %% [markdown]
 # # 16 · ACQO away from home: another dataset, another retriever, and a reader
@@ -65,7 +66,8 @@ from qrlib import session
 
 S = session.start("16_acqo_transfer", run_dir=run_dir, figures_dir=figures_dir,
                   tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
-                  torch_threads=torch_threads, rollouts=rollouts)
+                  torch_threads=torch_threads, rollouts=rollouts,
+                  dense_model=dense_model)
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 

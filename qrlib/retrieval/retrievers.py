@@ -433,7 +433,7 @@ class DenseRetriever:
     to each query (BGE/E5 style; defaults to the model's known instruction when ``None``).
     """
 
-    def __init__(self, corpus: Any, *, model: str = "minilm", index: str = "flat",
+    def __init__(self, corpus: Any, *, model: str | None = None, index: str = "flat",
                  hnsw_m: int = 64, ef_construction: int = 200, ef_search: int = 128,
                  query_instruction: str | None = "", doc_prefix: str | None = "",
                  cache_dir: str | os.PathLike | None | bool = None, batch_size: int = 64,
@@ -442,6 +442,7 @@ class DenseRetriever:
         if index not in ("flat", "hnsw"):
             raise QrlibError(f"unknown dense index {index!r}; accepted: flat, hnsw")
         self.doc_ids, texts = corpus_texts(corpus)
+        model = model or DEFAULT_DENSE_MODEL
         self.model_name, self._src = resolve_model(model)
         self._model_arg = model
         self.query_instruction = (QUERY_INSTRUCTIONS.get(model, "") if query_instruction is None
@@ -571,6 +572,23 @@ def _slug(name: str) -> str:
 
 # --------------------------------------------------------------------------- factory
 RETRIEVER_KINDS = ("bm25", "bm25-ref", "dense", "lucene", "pubmed", "ctgov")
+
+
+#: The encoder a dense retriever uses when none is named (:func:`set_default_dense_model`).
+DEFAULT_DENSE_MODEL = "minilm"
+
+
+def set_default_dense_model(model: str | None) -> str:
+    """Set the encoder of dense retrievers built without ``model`` (a notebook's
+    ``dense_model`` parameter, through :func:`qrlib.session.start`: the ``gpu`` profile's
+    BGE instead of the offline MiniLM); ``None`` keeps the current one. Returns it."""
+    global DEFAULT_DENSE_MODEL
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise QrlibError(f"dense model must be a non-empty name, got {model!r}; accepted: "
+                             f"{', '.join(sorted(MODEL_ALIASES))}, a hub id or a local folder")
+        DEFAULT_DENSE_MODEL = model
+    return DEFAULT_DENSE_MODEL
 
 
 def build_retriever(kind: str, corpus: Any, **params: Any) -> Retriever:

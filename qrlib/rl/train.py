@@ -32,11 +32,12 @@ notebooks and tests use are re-exported here:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json
@@ -76,7 +77,11 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
     of a killed trainer is taken over."""
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
-    with run_lock(Path(cfg.run_dir) / "rl" / ".locks" / cfg.name, what="qrlib.rl.train"), \
+    lock = Path(cfg.run_dir) / "rl" / ".locks" / cfg.name
+    rank, world = process_rank()
+    if rank > 0:  # a data-parallel launch: rank 0 holds the run's lock, the others their own
+        lock = lock / f"rank{rank}"
+    with run_lock(lock, what="qrlib.rl.train"), \
             warnings_to(cfg.output_dir / "warnings.log"):
         return _train(cfg, env=env, rows=rows, queries=queries)
 
@@ -125,20 +130,22 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     current = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
     current["rows_fingerprint"] = fingerprint(sorted(rows, key=lambda r: r["qid"]))
     current["env"] = repr(env)
-    prepare_output(cfg, current)
-    done = finished(cfg) if cfg.resume else None
+    with main_process_first():  # the run folder is prepared once, by the first rank
+        prepare_output(cfg, current)
+        done = finished(cfg) if cfg.resume else None
+        if done is None:
+            save_json(current, out / "config.json")
+            resume = last_checkpoint(out, quarantine=True, verbose=True) if cfg.resume else None
     if done is not None:
         print(f"[qrlib.rl.train] {out} already trained to step {done['steps']} "
               f"(max_steps {cfg.max_steps}); nothing to do")
         return done
-    save_json(current, out / "config.json")
     set_seed(cfg.seed)
     fmt = cfg.completion_format
     reward = TimedReward(env, fmt, cfg.prefill, stop=cfg.stop)
 
     cuda = cuda_available()
     dtype = resolve_dtype(cfg.dtype)
-    resume = last_checkpoint(out, quarantine=True, verbose=True) if cfg.resume else None
     # load on CPU: the Trainer/accelerate places the model on each process's own device
     model, tok = load_policy(cfg.model, adapter=cfg.init_adapter, dtype=dtype, device="cpu",
                              trainable=cfg.init_adapter is not None)
@@ -187,6 +194,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume)
     wall = time.perf_counter() - t0
+    adapter_sha = adapter_fingerprint(trainer.accelerator.unwrap_model(trainer.model))
     gen = getattr(trainer, "vllm_generation", None)
     if gen is not None and getattr(gen, "llm", None) is not None:
         engine.shutdown(gen.llm)  # the engine's memory back before the next model loads
@@ -208,10 +216,47 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "torch_threads": torch.get_num_threads(),
                "rollouts_backend": rollout_backend(cfg),
                "weight_pushes": getattr(trainer, "qrlib_pushes", None),
-               "shared_prompt_passes": getattr(trainer, "qrlib_shared_passes", 0)}
+               "shared_prompt_passes": getattr(trainer, "qrlib_shared_passes", 0),
+               "adapter_sha256": adapter_sha,
+               "processes": trainer.accelerator.num_processes}
     if trainer.accelerator.is_main_process:
         save_json(summary, out / "summary.json")
     return summary
+
+
+def process_rank() -> tuple[int, int]:
+    """(global rank, world size) of a ``torchrun`` / ``accelerate launch`` process; (0, 1)
+    in a plain process."""
+    import os
+
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@contextlib.contextmanager
+def main_process_first() -> Iterator[None]:
+    """Run the block on rank 0 first, then on the other ranks (accelerate's
+    ``PartialState.main_process_first``); a plain context in a single process."""
+    if process_rank()[1] <= 1:
+        yield
+        return
+    from accelerate import PartialState
+
+    with PartialState().main_process_first():
+        yield
+
+
+def adapter_fingerprint(model: Any) -> str:
+    """sha256 over the names and bytes of the model's trainable parameters (the LoRA
+    adapter): equal on every rank of a data-parallel run, and across runs that are
+    bit-reproducible."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_parameters()):
+        if p.requires_grad:
+            h.update(name.encode())
+            h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

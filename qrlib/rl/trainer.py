@@ -174,6 +174,11 @@ def trainer_class() -> type:
             if (not self.qrlib_shared_prompt or compute_aux_loss
                     or any(v is not None for v in extra.values())):
                 return None
+            if self.accelerator.num_processes > 1:
+                # the pass calls the inner model, around DDP's forward: the gradients would
+                # not be averaged across ranks (measured: two ranks ended with different
+                # adapters, tests/test_multiprocess.py)
+                return None
             if getattr(causal_lm_parts(model)[0], "gradient_checkpointing", False):
                 return None  # no prompt cache under checkpointing: TRL's own pass
             groups = prompt_groups(input_ids, attention_mask, input_ids.size(1) - logits_to_keep)
