@@ -46,3 +46,29 @@ def test_needs_sft_steps_and_no_init_adapter(tmp_path):
         rl_after_sft(_cfg(tmp_path, sft_steps=0), env=FakeEnv(), rows=ROWS)
     with pytest.raises(QrlibError, match="init_adapter"):
         rl_after_sft(_cfg(tmp_path, init_adapter=str(tmp_path)), env=FakeEnv(), rows=ROWS)
+
+
+def test_sft_reuse_key_is_the_whole_config(tmp_path, monkeypatch):
+    """Any field but the RL run's length and checkpoints (issue 41 item 8) makes the SFT
+    cold start train again; one LoraConfig serves SFT and RL."""
+    from qrlib.generation import policy
+    from qrlib.rl import coldstart, sft
+
+    trained = []
+
+    def fake_sft(cfg, model, tok, rows, peft_config):
+        out = cfg.output_dir / "sft" / "adapter"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "adapter_config.json").write_text("{}")
+        trained.append(peft_config)
+
+    monkeypatch.setattr(policy, "load_policy", lambda *a, **k: (None, None))
+    monkeypatch.setattr(sft, "sft_warm_start", fake_sft)
+    coldstart.sft_adapter(_cfg(tmp_path), ROWS)
+    coldstart.sft_adapter(_cfg(tmp_path, max_steps=50, save_steps=5), ROWS)
+    assert len(trained) == 1  # the RL run's length does not touch the SFT
+    coldstart.sft_adapter(_cfg(tmp_path, temperature=0.6), ROWS)
+    coldstart.sft_adapter(_cfg(tmp_path, temperature=0.6, max_completion_length=64), ROWS)
+    assert len(trained) == 3  # fields the old key left out now count
+    assert trained[0].r == _cfg(tmp_path).lora_config().r == 16
+    assert trained[0].target_modules == _cfg(tmp_path).lora_config().target_modules

@@ -99,6 +99,19 @@ def test_weights_pushed_after_an_optimizer_step_reach_the_engine():
               f"after step+push {gap:.4f} (step moved {moved:.3f}, stale "
               f"{(stale - hf1).abs().mean().item():.3f})")
         assert gap < MEAN_TOL
+
+        # closing forgets this engine's vLLM layer records, not another open engine's
+        # (issue 41 item 8; benchmarks/bench_engine_memory.py measures what they pin)
+        info = engine.layerwise_info()
+        mine = list(eng._layers)
+        assert mine and all(m in info for m in mine)
+        other = engine.engine_for(model, "float32")  # the module's shared evaluator
+        theirs = list(other._layers)
+        assert theirs and not set(map(id, theirs)) & set(map(id, mine))
+        eng.close()
+        assert not any(m in info for m in mine)
+        assert all(t in info for t in theirs)
+        del mine, theirs
     finally:
         eng.close()
 

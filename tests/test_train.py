@@ -470,6 +470,10 @@ def test_hf_rollouts_end_at_stop_strings_in_micro_batches(tmp_path, monkeypatch)
                          "save_steps": 5})
     s = T.train(cfg, env=env, queries={"1": "vitamin d bone", "2": "aspirin heart"})
     assert s["steps"] == 2 and len(env.completions) == 8
+    from qrlib.generation.contract import DecodingContract
+
+    # the adapter carries the run's decoding contract for its test decoding
+    assert DecodingContract.load(s["adapter"]) == DecodingContract.of(cfg)
     # the reward sees prefill + completion; every completion ends at its first space
     # (kept), or has none and ran to the budget
     prefill = '<answer>{"query": "'
@@ -478,3 +482,46 @@ def test_hf_rollouts_end_at_stop_strings_in_micro_batches(tmp_path, monkeypatch)
     for c in gen:
         assert " " not in c[:-1], repr(c)
     assert sum(c.endswith(" ") for c in gen) >= 4
+
+
+# --------------------------------------------------------------------------- truncation (issue 41)
+def test_truncated_means_budget_used_and_no_stop():
+    from qrlib.rl.steplog import is_truncated
+
+    assert is_truncated(8, "abc", 8) and not is_truncated(7, "abc", 8)
+    assert not is_truncated(8, 'q"}', 8, ['"}'])  # ended at its stop string on the last token
+    assert is_truncated(9, 'q"} more', 8, ['"}'])
+    w = T.TimedReward(FakeEnv(), "deepretrieval-nothink", prefill='<answer>{"query": "',
+                      stop=['"}'], budget=4)
+    w(["p"] * 3, ['a"}</answer>', "a b c d", 'a b"}'], qid=["1"] * 3, query=["x"] * 3,
+      completion_ids=[[1, 2], [1, 2, 3, 4], [1, 2, 3, 4]])
+    assert w.last_truncated == [False, True, False]
+    assert w.batches[-1]["truncated"] == pytest.approx(1 / 3)
+
+
+class LenEnv:
+    """Reward = characters of the completion (spread within every group)."""
+
+    def __call__(self, prompts, completions, **cols):
+        return [float(len(c)) for c in completions]
+
+
+@pytest.mark.slow
+def test_masked_truncated_rollouts_give_no_update(tmp_path, monkeypatch):
+    """Every rollout of a 3-token budget is cut off: with the mask on nothing is learned
+    (KL stays 0), with it off the policy moves."""
+    monkeypatch.setenv("QRLIB_ROLLOUTS", "hf")
+    kl = {}
+    for mask in (True, False):
+        cfg = T.load_config({"name": f"mask-{mask}", "run_dir": str(tmp_path),
+                             "model": "smollm2", "fmt": "plain",
+                             "prompt": {"user": "Rewrite: {query}"}, "max_steps": 2,
+                             "num_generations": 4, "max_completion_length": 3,
+                             "learning_rate": 1e-3, "temperature": 1.0, "save_steps": 5,
+                             "mask_truncated_completions": mask})
+        T.train(cfg, env=LenEnv(), queries={"1": "vitamin d bone", "2": "aspirin heart"})
+        with open(tmp_path / "rl" / f"mask-{mask}" / "log.csv") as fh:
+            rows = list(csv.DictReader(fh))
+        assert all(float(r["truncated"]) == 1.0 for r in rows)
+        kl[mask] = float(rows[-1]["kl"])
+    assert kl[True] == 0.0 and kl[False] > 0.0, kl

@@ -13,6 +13,7 @@ from typing import Any
 import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, rewards)
 from qrlib.core.errors import QrlibError
 from qrlib.generation import engine, policy
+from qrlib.generation.contract import DecodingContract
 from qrlib.generation.parsing import parse_completion
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.rl.rewards import same_query
@@ -20,11 +21,20 @@ from qrlib.rl.rewards import same_query
 __all__ = ["rewrite_queries", "sample_rewrites"]
 
 
-def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any, *,
-                    fmt: str = "deepretrieval-nothink", prefill: str = "",
-                    mode: str = "rewrite", max_new_tokens: int = 32, batch_size: int = 16,
-                    progress: bool = True, autocast: bool | None = False) -> "Any":
+def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt: Any = None,
+                    *, fmt: str | None = None, prefill: str | None = None,
+                    mode: str = "rewrite", max_new_tokens: int | None = None,
+                    batch_size: int = 16, progress: bool = True,
+                    autocast: bool | None = False, stop: Any = None,
+                    contract: Any = None) -> "Any":
     """Greedy rewrite of every query of ``{qid: text}``; one row per query.
+
+    ``contract``: a :class:`~qrlib.generation.contract.DecodingContract` or the adapter
+    folder a training run wrote (its ``decoding.json``): the prompt, prefill, stop
+    strings, token budget and parser of training; an explicit ``prompt`` / ``fmt`` /
+    ``prefill`` / ``max_new_tokens`` / ``stop`` that differs from it is a one-line error.
+    Without a contract the defaults are ``fmt="deepretrieval-nothink"``, no prefill, 32
+    tokens and no stop string, and ``prompt`` is required.
 
     Columns: ``qid, query, completion, format_ok, rewrite, search_text, modified,
     gen_tokens, gen_seconds`` (per-query share of the batch time). The completion is parsed
@@ -41,6 +51,18 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
 
     if mode not in ("rewrite", "expand"):
         raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
+    if contract is not None:
+        c = DecodingContract.resolve(contract)
+        c.check(prompt=prompt, fmt=fmt, prefill=prefill, max_new_tokens=max_new_tokens,
+                stop=stop)
+        prompt, fmt, prefill, max_new_tokens, stop = (c.prompt, c.fmt, c.prefill,
+                                                      c.max_new_tokens, list(c.stop))
+    elif prompt is None:
+        raise QrlibError("rewrite_queries needs a prompt or a contract (an adapter folder "
+                         "or a DecodingContract)")
+    fmt = "deepretrieval-nothink" if fmt is None else fmt
+    prefill = "" if prefill is None else prefill
+    max_new_tokens = 32 if max_new_tokens is None else max_new_tokens
     qids = list(queries)
     rows = []
     batch_size = engine.chunk_size(batch_size, len(qids))
@@ -54,7 +76,7 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
         texts = [render_prompt(prompt, tokenizer, queries[q], prefill) for q in chunk]
         t0 = time.perf_counter()
         outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
-                               batch_size=batch_size, autocast=autocast)
+                               batch_size=batch_size, autocast=autocast, stop=stop or None)
         per = (time.perf_counter() - t0) / len(chunk)
         rows += [_row(tokenizer, q, queries[q], out, fmt, prefill, mode, per)
                  for q, out in zip(chunk, outs)]

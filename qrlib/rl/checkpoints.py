@@ -99,6 +99,10 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+#: Config fields a run may change and stay the same run (its length and checkpoint cadence).
+RUN_LENGTH_FIELDS = frozenset({"max_steps", "resume", "save_steps", "save_total_limit"})
+
+
 def prepare_output(cfg: TrainConfig, current: dict[str, Any]) -> None:
     """Move aside a run folder holding another run (anything but the step budget and
     checkpoint cadence differs, including the rows and the reward environment)."""
@@ -108,7 +112,7 @@ def prepare_output(cfg: TrainConfig, current: dict[str, Any]) -> None:
             saved = json.loads((out / "config.json").read_text())
         except ValueError:
             saved = {}
-        ignore = {"max_steps", "resume", "save_steps", "save_total_limit"}
+        ignore = RUN_LENGTH_FIELDS
         if {k: v for k, v in saved.items() if k not in ignore} != \
                 {k: v for k, v in current.items() if k not in ignore}:
             diff = sorted(k for k in set(saved) | set(current) if k not in ignore

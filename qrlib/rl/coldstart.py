@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json
-from qrlib.rl.checkpoints import fingerprint
+from qrlib.rl.checkpoints import RUN_LENGTH_FIELDS, fingerprint
 from qrlib.rl.config import TrainConfig, resolve_dtype
 from qrlib.rl.release import release_memory
 
@@ -36,7 +36,6 @@ def sft_adapter(cfg: TrainConfig, rows: Sequence[dict[str, Any]]) -> str:
     """The SFT cold start of ``cfg`` (``sft_steps`` steps on the rows' ``sft_target``) with
     gradient checkpointing on; reuses a saved adapter trained with the same settings and
     rows. Returns the adapter folder."""
-    from peft import LoraConfig
     from transformers import set_seed
 
     from qrlib.generation.policy import load_policy
@@ -44,9 +43,11 @@ def sft_adapter(cfg: TrainConfig, rows: Sequence[dict[str, Any]]) -> str:
 
     sft_cfg = dataclasses.replace(cfg, name=f"{cfg.name}-sft", gradient_checkpointing=True)
     out = sft_cfg.output_dir / "sft" / "adapter"
-    settings = {k: str(getattr(cfg, k)) for k in (
-        "model", "prompt", "prefill", "sft_steps", "sft_learning_rate", "lora_r", "lora_alpha",
-        "lora_dropout", "lora_target_modules", "dtype", "seed")}
+    # the reuse key is the whole config but the RL run's length and checkpoint cadence (as
+    # qrlib.rl.checkpoints.prepare_output): a field it left out once let a changed run reuse
+    # an SFT adapter trained for another
+    settings = {k: str(v) for k, v in dataclasses.asdict(cfg).items()
+                if k not in RUN_LENGTH_FIELDS}
     settings["rows_fingerprint"] = fingerprint(sorted(rows, key=lambda r: r["qid"]))
     marker = sft_cfg.output_dir / "sft_settings.json"
     if (out / "adapter_config.json").exists() and marker.exists() and \
@@ -56,10 +57,7 @@ def sft_adapter(cfg: TrainConfig, rows: Sequence[dict[str, Any]]) -> str:
     marker.unlink(missing_ok=True)
     set_seed(cfg.seed)
     model, tok = load_policy(cfg.model, dtype=resolve_dtype(cfg.dtype), device="cpu")
-    peft_config = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
-                             lora_dropout=cfg.lora_dropout,
-                             target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
-    sft_warm_start(sft_cfg, model, tok, [dict(r) for r in rows], peft_config)
+    sft_warm_start(sft_cfg, model, tok, [dict(r) for r in rows], cfg.lora_config())
     del model, tok
     save_json(settings, marker)  # written last: an interrupted SFT is redone
     return str(out)

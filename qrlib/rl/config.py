@@ -192,8 +192,12 @@ class TrainConfig:
             replace the groups whose rewards are all equal with groups of fresh prompts; 0:
             off. Single-process only. qrlib (:func:`qrlib.rl.trainer.trainer_class`).
         mask_truncated_completions (`bool`, defaults to `False`):
-            Rollouts cut at ``max_completion_length`` get no loss (DAPO Sec. 3.4, overlong
-            filtering). TRL ``GRPOConfig``.
+            Rollouts cut off by ``max_completion_length`` get no loss (DAPO Sec. 3.4,
+            overlong filtering). A rollout that used every token and does not end at a stop
+            string is cut off (:func:`qrlib.rl.steplog.is_truncated`; TRL's own test would
+            also drop every rollout that ended at a vLLM stop string); the share is logged
+            per step (``truncated`` in ``log.csv``) whether or not it is masked. TRL
+            ``GRPOConfig`` (its name; qrlib's mask).
 
         > vLLM rollouts
 
@@ -339,6 +343,14 @@ class TrainConfig:
     # ---- SFT cold start
     sft_steps: int = 0
     sft_learning_rate: float = 1e-4
+
+    def lora_config(self) -> Any:
+        """The PEFT ``LoraConfig`` of the run's adapter, one for the SFT cold start and RL."""
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.lora_r, lora_alpha=self.lora_alpha,
+                          lora_dropout=self.lora_dropout,
+                          target_modules=self.lora_target_modules, task_type="CAUSAL_LM")
 
     def resolved(self) -> dict[str, Any]:
         """The GRPO-specific values after applying the ``algorithm`` preset."""

@@ -29,23 +29,33 @@ from qrlib.generation.policy import cut_at_stop
 from qrlib.rl.rewards import same_query
 from qrlib.rl.rows import fill_prefill
 
-__all__ = ["TimedReward", "StepLogger", "GenTimer", "quiet_progress", "warnings_to",
+__all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress", "warnings_to",
            "trainer_callback_base"]
 
 
 # --------------------------------------------------------------------------- reward wrapper
+def is_truncated(n_tokens: int, text: str, budget: int, stop: Sequence[str] = ()) -> bool:
+    """Whether a rollout was cut off by the token budget: it used all ``budget`` tokens and
+    does not end at a stop string. (TRL's own test, "the last token is not EOS", calls every
+    rollout that ended at a vLLM stop string truncated, so its ``mask_truncated_completions``
+    would drop all of them.)"""
+    return n_tokens >= budget and not any(s and text.endswith(s) for s in stop)
+
+
 class TimedReward:
     """Wrap a TRL reward callable: time it, parse-check every completion, and keep the
     per-batch aggregates that :class:`StepLogger` writes (per-part rewards come from the
     numeric fields of ``env.records`` added during the batch)."""
 
     def __init__(self, env: Callable[..., list[float]], fmt: str, prefill: str = "",
-                 stop: Sequence[str] = ()) -> None:
+                 stop: Sequence[str] = (), budget: int | None = None) -> None:
         self.env = env
         self.prefill = prefill
         # rollouts are cut after their first stop string, as vLLM cuts them: transformers
         # stops only after the token that completes it, which may carry more text
         self.stop = list(stop)
+        self.budget = budget  # max_completion_length: a rollout that used it all was cut off
+        self.last_truncated: list[bool] | None = None  # of the last batch, in its order
         self.fmt = fmt
         self.seconds = 0.0
         self.calls = 0
@@ -64,6 +74,11 @@ class TimedReward:
         gen = [completion_text(c) for c in completions]
         if self.stop:
             gen = [cut_at_stop(g, self.stop) for g in gen]
+        ids = columns.get("completion_ids")
+        self.last_truncated = None
+        if self.budget and ids is not None and len(ids) == len(gen):
+            self.last_truncated = [is_truncated(len(i), g, self.budget, self.stop)
+                                   for i, g in zip(ids, gen)]
         texts = [p + g for p, g in zip(pre, gen)]
         if self.prefill:  # the env must parse what the model's answer really was
             completions = texts
@@ -83,6 +98,8 @@ class TimedReward:
         agg: dict[str, float] = {
             "n": len(texts),
             "format_valid": sum(map(bool, oks)) / max(len(oks), 1),
+            **({"truncated": sum(self.last_truncated) / max(len(self.last_truncated), 1)}
+               if self.last_truncated is not None else {}),
             "reward_seconds": time.perf_counter() - t0,
         }
         parts: dict[str, list[float]] = {}
@@ -121,7 +138,7 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
     ratios) plus format-valid rate, modification rate, per-part rewards and step time."""
 
     COLUMNS = ["step", "reward", "reward_std", "frac_reward_zero_std", "format_valid",
-               "modified", "completion_length", "kl", "entropy", "loss", "step_seconds",
+               "modified", "truncated", "completion_length", "kl", "entropy", "loss", "step_seconds",
                "reward_seconds", "generation_seconds", "qids"]
 
     def __init__(self, path: str | os.PathLike, reward: TimedReward,

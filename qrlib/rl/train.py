@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 import json
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -44,6 +45,7 @@ from qrlib.core.io import save_json
 from qrlib.core.lock import run_lock
 from qrlib.data.rows import check_rows, rows_from_queries
 from qrlib.generation import engine
+from qrlib.generation.contract import DecodingContract
 from qrlib.generation.parsing import sft_target
 from qrlib.generation.policy import load_policy
 from qrlib.generation.prompts import as_template
@@ -53,6 +55,7 @@ from qrlib.rl.checkpoints import (COMPLETE_MARKER, CheckpointMarker, finished, f
 from qrlib.rl.config import (ALGORITHMS, TrainConfig, cuda_available, load_config,
                              resolve_autocast, resolve_dtype)
 from qrlib.rl.rows import build_env, build_prompts, fill_prefill, load_rows
+from qrlib.rl.release import drop_stored_tracebacks
 from qrlib.rl.sft import sft_warm_start
 from qrlib.rl.steplog import GenTimer, StepLogger, TimedReward, quiet_progress, warnings_to
 from qrlib.rl.trainer import (grpo_args, hf_stop_strings, push_weights_on_cpu, rollout_backend,
@@ -105,7 +108,6 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     reached ``max_steps`` returns its summary without training again.
     """
     import torch
-    from peft import LoraConfig
     from transformers import set_seed
 
     if isinstance(cfg, dict):
@@ -137,21 +139,22 @@ def _train(cfg: TrainConfig, *, env: Any = None,
             save_json(current, out / "config.json")
             resume = last_checkpoint(out, quarantine=True, verbose=True) if cfg.resume else None
     if done is not None:
+        if not (out / "adapter" / "decoding.json").exists() and process_rank()[0] == 0:
+            DecodingContract.of(cfg).save(out / "adapter")  # a run finished before it existed
         print(f"[qrlib.rl.train] {out} already trained to step {done['steps']} "
               f"(max_steps {cfg.max_steps}); nothing to do")
         return done
     set_seed(cfg.seed)
     fmt = cfg.completion_format
-    reward = TimedReward(env, fmt, cfg.prefill, stop=cfg.stop)
+    reward = TimedReward(env, fmt, cfg.prefill, stop=cfg.stop,
+                         budget=cfg.max_completion_length)
 
     cuda = cuda_available()
     dtype = resolve_dtype(cfg.dtype)
     # load on CPU: the Trainer/accelerate places the model on each process's own device
     model, tok = load_policy(cfg.model, adapter=cfg.init_adapter, dtype=dtype, device="cpu",
                              trainable=cfg.init_adapter is not None)
-    peft_config = None if cfg.init_adapter else LoraConfig(
-        r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-        target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    peft_config = None if cfg.init_adapter else cfg.lora_config()
     if cfg.sft_steps > 0 and resume is None:
         model = sft_warm_start(cfg, model, tok, rows, peft_config)
         peft_config = None  # the SFT trainer already wrapped the model in LoRA
@@ -177,7 +180,9 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     if args.use_vllm:  # the trainer starts its own engine: free the process's others first
         engine.close_engines()
 
-    with engine.engine_start_guard():  # TRL's colocate mode starts its vLLM engine here
+    trainer_layers: Any = weakref.WeakSet()  # the colocated engine's vLLM layer records
+    # TRL's colocate mode starts its vLLM engine here
+    with engine.engine_start_guard(), engine.recording_layers(trainer_layers):
         trainer = trainer_cls(model=model, reward_funcs=[reward], args=args,
                               train_dataset=data, processing_class=tok,
                               peft_config=peft_config, callbacks=[logger, CheckpointMarker()])
@@ -186,21 +191,27 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     if getattr(trainer, "vllm_generation", None) is not None and not cuda:
         push_weights_on_cpu(trainer)
     trainer.qrlib_dynamic_sampling = cfg.dynamic_sampling
+    trainer.qrlib_mask_truncated = cfg.mask_truncated_completions
+    trainer.qrlib_reward = reward
     trainer.qrlib_autocast = resolve_autocast(cfg)
     trainer.qrlib_shared_prompt = cfg.shared_prompt_pass
     trainer.qrlib_refill = build_prompts(rows, tok, template, seed=cfg.seed + 1,
                                          prefill=cfg.prefill).to_list()
     GenTimer(trainer, timer)
     t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
+    with engine.recording_layers(trainer_layers):  # weight pushes may record more
+        result = trainer.train(resume_from_checkpoint=resume)
     wall = time.perf_counter() - t0
     adapter_sha = adapter_fingerprint(trainer.accelerator.unwrap_model(trainer.model))
     gen = getattr(trainer, "vllm_generation", None)
     if gen is not None and getattr(gen, "llm", None) is not None:
+        engine.forget_layers(trainer_layers)  # as Engine.close (vLLM's layer records)
         engine.shutdown(gen.llm)  # the engine's memory back before the next model loads
         gen.llm = None
     trainer.save_model(str(out / "adapter"))
     tok.save_pretrained(str(out / "adapter"))
+    if trainer.accelerator.is_main_process:  # test decoding reads it (rewrite_queries)
+        DecodingContract.of(cfg).save(out / "adapter")
     summary = {"name": cfg.name, "model": cfg.model, "dtype": dtype,
                "cpu_autocast": trainer.qrlib_autocast,
                "steps": trainer.state.global_step,
@@ -221,6 +232,10 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "processes": trainer.accelerator.num_processes}
     if trainer.accelerator.is_main_process:
         save_json(summary, out / "summary.json")
+    # a library's stored exception would keep this call's frames (the trainer, the policy,
+    # the engine) alive for the rest of the process (qrlib.rl.release)
+    del trainer, model, result, gen
+    drop_stored_tracebacks()
     return summary
 
 

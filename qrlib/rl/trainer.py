@@ -57,7 +57,9 @@ def grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str, *,
         output_dir=str(cfg.output_dir), max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
         lr_scheduler_type=cfg.lr_scheduler_type,
-        mask_truncated_completions=cfg.mask_truncated_completions,
+        # qrlib masks truncated rollouts itself (QrlibGRPOTrainer.qrlib_mask_truncated):
+        # TRL's test would also mask every rollout that ended at a vLLM stop string
+        mask_truncated_completions=False,
         max_grad_norm=cfg.max_grad_norm,
         per_device_train_batch_size=micro, gradient_accumulation_steps=accum,
         steps_per_generation=accum,
@@ -152,6 +154,8 @@ def trainer_class() -> type:
 
     class QrlibGRPOTrainer(GRPOTrainer):
         qrlib_dynamic_sampling = 0
+        qrlib_mask_truncated = False
+        qrlib_reward: Any = None  # the TimedReward whose last_truncated flags the batch
         qrlib_autocast = False
         qrlib_shared_prompt = False
         qrlib_refill: list[dict[str, Any]] = []
@@ -190,6 +194,20 @@ def trainer_class() -> type:
                                               compute_entropy=compute_entropy)
             return logps, ents, None
 
+        def _qrlib_masked(self, out):
+            # DAPO Sec. 3.4 overlong filtering with qrlib's truncation test
+            # (qrlib.rl.steplog.is_truncated): a rollout cut off by the budget gets no loss
+            flags = getattr(self.qrlib_reward, "last_truncated", None)
+            if not self.qrlib_mask_truncated or flags is None:
+                return out
+            mask = out["completion_mask"]
+            if len(flags) != mask.shape[0]:
+                raise RuntimeError(f"truncation flags for {len(flags)} rollouts, batch has "
+                                   f"{mask.shape[0]}")
+            keep = torch.tensor([not f for f in flags], device=mask.device, dtype=mask.dtype)
+            out["completion_mask"] = mask * keep.unsqueeze(1)
+            return out
+
         def _generate(self, *a, **kw):  # type: ignore[override]
             if not self.qrlib_autocast:
                 return super()._generate(*a, **kw)
@@ -197,7 +215,7 @@ def trainer_class() -> type:
                 return super()._generate(*a, **kw)
 
         def _generate_and_score_completions(self, inputs):  # type: ignore[override]
-            out = super()._generate_and_score_completions(inputs)
+            out = self._qrlib_masked(super()._generate_and_score_completions(inputs))
             n = int(self.qrlib_dynamic_sampling or 0)
             if n <= 0 or not self.model.training or not self.qrlib_refill:
                 return out
@@ -225,7 +243,7 @@ def trainer_class() -> type:
                     row = self.qrlib_refill[(cursor + j) % len(self.qrlib_refill)]
                     fresh += [dict(row) for _ in range(g)]
                 self.qrlib_refill_cursor = cursor + need
-                extra = super()._generate_and_score_completions(fresh)
+                extra = self._qrlib_masked(super()._generate_and_score_completions(fresh))
                 pools.append(extra)
                 live = live_groups(extra["advantages"], g)[:need]
                 good += [(len(pools) - 1, i) for i in live]
