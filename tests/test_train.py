@@ -349,7 +349,10 @@ def test_grpo_args_carry_the_schedule_and_sampling_knobs(tmp_path):
                          "mask_truncated_completions": True})
     args = grpo_args(cfg, batch=8, cuda=False, dtype="float32")
     assert getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type) == "constant"
-    assert args.top_k == 20 and args.min_p == 0.05 and args.mask_truncated_completions
+    assert args.top_k == 20 and args.min_p == 0.05
+    # TRL's own mask stays off: qrlib masks with its truncation test, which keeps rollouts
+    # that ended at a stop string (QrlibGRPOTrainer.qrlib_mask_truncated, set by train())
+    assert not args.mask_truncated_completions
     linear = grpo_args(T.load_config({"run_dir": str(tmp_path), "lr_scheduler_type": "linear"}),
                         batch=8, cuda=False, dtype="float32")
     assert getattr(linear.lr_scheduler_type, "value", linear.lr_scheduler_type) == "linear"
