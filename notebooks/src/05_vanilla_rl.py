@@ -34,13 +34,12 @@ reward_k = 100  # nDCG@k depth of the training reward (DeepRetrieval trains with
 format_penalty = -1.0  # reward of a completion whose format is broken
 lenient = True  # recover a query from slightly malformed output for retrieval
 prefill = True  # start the assistant turn with '<answer>{"query": "' (format by construction)
-eval_max_new_tokens = 24  # greedy budget when rewriting test queries
 eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but 16-19 % of a trained adapter's greedy outputs then differ from fp32: benchmarks/bench_eval_precision.py); None: where the CPU has native bf16 matmul
 eval_k = 100  # retrieval depth for evaluation (R@100)
 n_examples = 6  # before/after examples shown
 torch_threads = 0  # CPU threads for torch; 0 keeps torch's default (use 1 on a crowded machine)
 dtype = None  # policy weights: None picks bf16 on CUDA and on CPUs with native bf16 matmul, else fp32
-stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["</answer>"]
+stop = []  # stop strings of rollouts and of test decoding (kept in the completion), e.g. ["</answer>"]
 dynamic_sampling = 0  # DAPO dynamic sampling: extra generation rounds per step for groups whose rewards are all equal (0: off)
 rollouts = "hf"  # generation engine of training rollouts and sampling/evaluation: hf (transformers generate) | vllm (in-process vLLM engine, qrlib.generation.engine)
 dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-v2; a hub id (BAAI/bge-base-en-v1.5) on GPU
@@ -70,6 +69,7 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # see the profile name in every caption.
 
 # %%
+import dataclasses
 import gc
 import time
 
@@ -92,6 +92,7 @@ from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, log_scale, scale_columns
 from qrlib.generation import engine, policy, rewrite
+from qrlib.generation.contract import DecodingContract
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
 from qrlib.rl.env import RewardEnv
@@ -214,20 +215,26 @@ pd.DataFrame(env_demo.records)[["queries", "format_ok", "gold_ranks", "reward"]]
 # %% [markdown]
 # ## 4. Baseline: the untrained model
 #
-# Greedy rewrites of every test query with the base model (no adapter), once per mode.
+# Greedy rewrites of every test query with the base model (no adapter), once per mode. The
+# test decodes with the **same contract as the training rollouts** (prompt, prefill, stop
+# strings, token budget `max_completion_length`, parser): a trained row must not differ from
+# its training, or from the untrained row, in how it is decoded
+# (`qrlib.generation.contract.DecodingContract`; each trained adapter carries its own).
 
 # %%
 t0 = time.perf_counter()
 base_model, tok = policy.load_policy(model)
 print(f"policy {model} loaded in {time.perf_counter() - t0:.1f}s")
 modes = sorted({r.split(":")[1] for r in train_runs})
+CONTRACTS = {mode: DecodingContract(prompt=PROMPTS[mode], prefill=PREFILL, stop=tuple(stop),
+                                    max_new_tokens=max_completion_length, fmt=FMT)
+             for mode in modes}
 REWRITES = {}  # (dataset, method) -> DataFrame of rewrites
 for name in datasets:
     te = DATA[name][1]
     for mode in modes:
-        df = rewrite.rewrite_queries(base_model, tok, te.queries, PROMPTS[mode], fmt=FMT,
-                                    prefill=PREFILL, mode=mode, max_new_tokens=eval_max_new_tokens,
-                                    autocast=eval_autocast)
+        df = rewrite.rewrite_queries(base_model, tok, te.queries, contract=CONTRACTS[mode],
+                                     mode=mode, autocast=eval_autocast)
         REWRITES[name, f"untrained-{mode}"] = df
         print(name, mode, f"format ok {df.format_ok.mean():.2f}, modified {df.modified.mean():.2f}, "
               f"{df.gen_seconds.sum():.1f}s")
@@ -363,8 +370,8 @@ first_last
 # %% [markdown]
 # ## 6. Test evaluation: raw vs untrained vs trained
 #
-# Each trained adapter rewrites the test claims greedily (same prompt, same budget as the
-# untrained model). The search text is the rewrite (mode *rewrite*) or claim + model text
+# Each trained adapter rewrites the test claims greedily with the decoding contract its
+# training run saved beside it (the same as the untrained model's: checked below). The search text is the rewrite (mode *rewrite*) or claim + model text
 # (mode *expand*); a completion that yields no query falls back to the raw claim.
 
 # %%
@@ -373,10 +380,11 @@ for name in datasets:
     for spec in train_runs:
         kind, mode = spec.split(":")
         run_name = f"{name}-{kind}-{mode}"
-        m, tok = policy.load_policy(model, adapter=SUMMARIES[run_name]["adapter"])
+        adapter = SUMMARIES[run_name]["adapter"]
+        assert DecodingContract.load(adapter) == CONTRACTS[mode], run_name
+        m, tok = policy.load_policy(model, adapter=adapter)
         REWRITES[name, f"trained-{kind}-{mode}"] = rewrite.rewrite_queries(
-            m, tok, te.queries, PROMPTS[mode], fmt=FMT, prefill=PREFILL, mode=mode,
-            max_new_tokens=eval_max_new_tokens, autocast=eval_autocast)
+            m, tok, te.queries, contract=adapter, mode=mode, autocast=eval_autocast)
         del m
         gc.collect()
 engine.close_engines()  # the evaluation engine is done: free it before the dense encoder searches
@@ -486,7 +494,8 @@ for (name, method), df in REWRITES.items():
 save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,
            "datasets": datasets, "train_runs": train_runs, "n_test_queries": n_test_queries,
            "n_train_queries": n_train_queries,
-           "n_distractors": n_distractors, "eval_max_new_tokens": eval_max_new_tokens, "seed": seed},
+           "n_distractors": n_distractors, "seed": seed,
+           "contracts": {m: dataclasses.asdict(c) for m, c in CONTRACTS.items()}},
           out_dir / "settings.json")
 for name, (tr, te, corpus) in DATA.items():  # the exact test collection, for notebook 10
     save_record(CollectionCut.of(te, corpus), out_dir / "collections" / f"{name}.json")

@@ -240,12 +240,10 @@ if latency_queries and adapters:
         te = COLL[keys[src, name]][0] if (src, name) in keys else qdata.load_dataset(name, "test")
         qs = dict(list(te.queries.items())[:latency_queries])
         m, tok = policy.load_policy(cfg["model"], adapter=a)
-        s = settings.get(src, {})
         for bs in (1, len(qs)):
-            df = rewrite.rewrite_queries(m, tok, qs, cfg["prompt"], fmt=cfg["fmt"],
-                                        prefill=cfg.get("prefill", ""),
+            # the adapter's own decoding contract (its training's prompt, stops, budget)
+            df = rewrite.rewrite_queries(m, tok, qs, contract=a,
                                         mode="expand" if cfg.get("expansion") else "rewrite",
-                                        max_new_tokens=s.get("eval_max_new_tokens", 32),
                                         batch_size=bs, progress=False)
             fresh.append({"adapter": a.parent.name, "batch_size": bs,
                           "generation_ms_per_query": 1000 * df.gen_seconds.mean(),
