@@ -37,8 +37,7 @@ beta = 0.0  # KL coefficient (TRL's GRPOConfig default, which RL-QR says it kept
 learning_rate = 5e-5  # LoRA learning rate
 lora_r = 16  # LoRA rank
 dynamic_sampling = 0  # DAPO dynamic sampling rounds for groups whose rewards are all equal (0: off)
-stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["</answer>"]
-eval_max_new_tokens = 32  # greedy budget of a test rewrite
+stop = []  # stop strings of rollouts and of test decoding (kept in the completion), e.g. ["</answer>"]
 eval_autocast = False  # bf16 autocast of greedy test rewriting (False keeps the fp32 outputs)
 bootstrap = 2000  # paired-bootstrap resamples
 n_examples = 5  # example rewrites shown
@@ -93,6 +92,7 @@ from qrlib.data import datasets as qdata
 from qrlib.eval import published
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.generation.contract import DecodingContract
 from qrlib.generation import engine, policy, prompts, rewrite
 from qrlib.methods.rlqr import pipeline as rlqr
 from qrlib.rl.release import release_memory
@@ -230,10 +230,17 @@ plots.save_figure(fig, "14_rlqr_curves", figures_dir, profile=profile,
 # searched as the raw query.
 
 # %%
+# the decoding contract of training (prompt, prefill, stop strings, budget, parser): the
+# untrained model decodes with it, and each trained adapter carries its own, checked equal
+CONTRACT = DecodingContract(prompt=rlqr.REWRITE_PROMPT, prefill=prefill, stop=tuple(stop),
+                            max_new_tokens=max_completion_length, fmt="plain")
+
+
 def rewrite_all(adapter, te):
+    if adapter is not None:
+        assert DecodingContract.load(adapter) == CONTRACT, adapter
     m, tok = policy.load_policy(model, adapter=adapter)
-    df = rewrite.rewrite_queries(m, tok, te.queries, rlqr.REWRITE_PROMPT, fmt="plain",
-                                 prefill=prefill, max_new_tokens=eval_max_new_tokens,
+    df = rewrite.rewrite_queries(m, tok, te.queries, contract=adapter or CONTRACT,
                                  autocast=eval_autocast, progress=False)
     del m
     gc.collect()  # the engine stays: the next model's weights are pushed into it (as in 13);
