@@ -40,23 +40,16 @@ REPO = Path(__file__).resolve().parent.parent
 #: Qwen2.5-{0.5B,1.5B,3B,7B}-Instruct ``config.json`` (Hugging Face hub; Qwen2.5 technical
 #: report, arXiv 2412.15115, Table 1): hidden, MLP, layers, query heads, KV heads, tied
 #: embeddings, vocabulary.
-ARCHS: dict[str, dict[str, Any]] = {
-    "0.5B": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                 num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
-                 vocab_size=151936),
-    "1.5B": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                 num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True,
-                 vocab_size=151936),
-    "3B": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
-               num_attention_heads=16, num_key_value_heads=2, tie_word_embeddings=True,
-               vocab_size=151936),
-    "7B": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-               num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False,
-               vocab_size=152064),
-}
-TINY = {"tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                     vocab_size=151936)}
+_ARCH_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers",
+                "num_attention_heads", "num_key_value_heads", "tie_word_embeddings",
+                "vocab_size")
+ARCHS: dict[str, dict[str, Any]] = {name: dict(zip(_ARCH_FIELDS, row)) for name, row in {
+    "0.5B": (896, 4864, 24, 14, 2, True, 151936),
+    "1.5B": (1536, 8960, 28, 12, 2, True, 151936),
+    "3B": (2048, 11008, 36, 16, 2, True, 151936),
+    "7B": (3584, 18944, 28, 28, 4, False, 152064),
+}.items()}
+TINY = {"tiny": dict(zip(_ARCH_FIELDS, (64, 128, 2, 4, 2, True, 151936)))}
 COMMON = dict(model_type="qwen2", hidden_act="silu", max_position_embeddings=32768,
               rope_theta=1_000_000.0, rms_norm_eps=1e-6, bos_token_id=151643,
               eos_token_id=151645, use_sliding_window=False, attention_dropout=0.0)
@@ -265,9 +258,9 @@ def _prompts(tok: Any, n: int) -> list[str]:
     return list(build_prompts(queries, tok, "deepretrieval/bm25-think")["prompt"])
 
 
-def bench_arch(arch: str, tok: Any, *, prompts: int, group: int, new_tokens: int,
+def bench_arch(arch: str, tok: Any, texts: list[str], *, group: int, new_tokens: int,
                micro: int, lora_r: int) -> dict[str, Any]:
-    """One architecture: generation of ``prompts x group`` rollouts of exactly
+    """One architecture: generation of ``len(texts) x group`` rollouts of exactly
     ``new_tokens`` tokens, then one GRPO-shaped update (sequence log-probs times random
     advantages) in micro-batches of ``micro`` with gradient accumulation, LoRA on every
     linear layer, gradient checkpointing on CUDA."""
@@ -277,6 +270,7 @@ def bench_arch(arch: str, tok: Any, *, prompts: int, group: int, new_tokens: int
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
     dtype = torch.bfloat16 if cuda else torch.float32
+    prompts = len(texts)
     row: dict[str, Any] = {"arch": arch, "device": dev, "dtype": str(dtype).split(".")[-1],
                            "prompts": prompts, "group": group, "new_tokens": new_tokens,
                            "micro_batch": micro, "lora_r": lora_r}
@@ -286,7 +280,6 @@ def bench_arch(arch: str, tok: Any, *, prompts: int, group: int, new_tokens: int
     model = get_peft_model(model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r,
                                              target_modules="all-linear", task_type="CAUSAL_LM"))
     row["init_seconds"] = round(time.perf_counter() - t, 1)
-    texts = _prompts(tok, prompts)
     tok.padding_side = "left"
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(dev)
     row["prompt_tokens"] = int(enc["input_ids"].shape[1])
@@ -356,11 +349,12 @@ def stage_throughput(out: Path, *, archs: list[str], bundle: Path | None,
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     path = out / "throughput.csv"
+    texts = _prompts(tok, 2 if tiny else 8)  # the same prompts for every architecture
     rows = []
     for arch in archs:
         t = time.perf_counter()
         try:
-            row = bench_arch(arch, tok, prompts=2 if tiny else 8, group=2 if tiny else 8,
+            row = bench_arch(arch, tok, texts, group=2 if tiny else 8,
                              new_tokens=8 if tiny else 256, micro=2 if tiny else 16,
                              lora_r=8 if tiny else 64)
         except Exception as exc:  # an out-of-memory at 7B is a result, not a crash

@@ -62,8 +62,8 @@ def _malloc_trim() -> bool:
 def release_memory(prefixes: Iterable[str] = ("vllm",)) -> dict[str, float | int | bool]:
     """Between two trainings: close qrlib's generation engines, drop stored library
     tracebacks (:func:`drop_stored_tracebacks`), collect, and hand freed heap back to the
-    system (and, on CUDA, PyTorch's cached GPU blocks to the driver). Returns the process's resident memory before and after (GiB) and what was
-    done."""
+    system (and, on CUDA, PyTorch's cached GPU blocks to the driver). Returns the
+    process's resident memory before and after (GiB) and what was done."""
     import psutil
 
     from qrlib.generation import engine

@@ -29,8 +29,8 @@ from qrlib.generation.policy import cut_at_stop
 from qrlib.rl.rewards import same_query
 from qrlib.rl.rows import fill_prefill
 
-__all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress", "warnings_to",
-           "trainer_callback_base"]
+__all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress",
+           "warnings_to", "trainer_callback_base"]
 
 
 # --------------------------------------------------------------------------- reward wrapper
@@ -138,8 +138,8 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
     ratios) plus format-valid rate, modification rate, per-part rewards and step time."""
 
     COLUMNS = ["step", "reward", "reward_std", "frac_reward_zero_std", "format_valid",
-               "modified", "truncated", "completion_length", "kl", "entropy", "loss", "step_seconds",
-               "reward_seconds", "generation_seconds", "qids"]
+               "modified", "truncated", "completion_length", "kl", "entropy", "loss",
+               "step_seconds", "reward_seconds", "generation_seconds", "qids"]
 
     def __init__(self, path: str | os.PathLike, reward: TimedReward,
                  timer: dict[str, float] | None = None, *,

@@ -45,7 +45,7 @@ from qrlib.core.io import save_json
 from qrlib.core.lock import run_lock
 from qrlib.data.rows import check_rows, rows_from_queries
 from qrlib.generation import engine
-from qrlib.generation.contract import DecodingContract
+from qrlib.generation.contract import CONTRACT_FILE, DecodingContract
 from qrlib.generation.parsing import sft_target
 from qrlib.generation.policy import load_policy
 from qrlib.generation.prompts import as_template
@@ -81,7 +81,7 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
     lock = Path(cfg.run_dir) / "rl" / ".locks" / cfg.name
-    rank, world = process_rank()
+    rank = process_rank()[0]
     if rank > 0:  # a data-parallel launch: rank 0 holds the run's lock, the others their own
         lock = lock / f"rank{rank}"
     with run_lock(lock, what="qrlib.rl.train"), \
@@ -139,7 +139,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
             save_json(current, out / "config.json")
             resume = last_checkpoint(out, quarantine=True, verbose=True) if cfg.resume else None
     if done is not None:
-        if not (out / "adapter" / "decoding.json").exists() and process_rank()[0] == 0:
+        if not (out / "adapter" / CONTRACT_FILE).exists() and process_rank()[0] == 0:
             DecodingContract.of(cfg).save(out / "adapter")  # a run finished before it existed
         print(f"[qrlib.rl.train] {out} already trained to step {done['steps']} "
               f"(max_steps {cfg.max_steps}); nothing to do")

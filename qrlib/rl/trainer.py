@@ -16,7 +16,6 @@ from typing import Any
 
 from qrlib.generation import engine
 from qrlib.generation.engine import push_weights
-from qrlib.core.errors import QrlibError
 from qrlib.rl.config import TrainConfig, grad_checkpointing, micro_batch
 from qrlib.rl.sharedprefix import causal_lm_parts, prompt_groups, shared_prompt_logps
 
@@ -32,10 +31,7 @@ def grpo_args(cfg: TrainConfig, batch: int, cuda: bool, dtype: str, *,
     else ``max_prompt_tokens + max_completion_length`` rounded up to 256."""
     from trl import GRPOConfig
 
-    micro, accum = micro_batch(cfg, cuda)
-    if micro * accum != batch:
-        raise QrlibError(f"batch {batch} != prompts_per_step x num_generations "
-                         f"({micro * accum})")
+    micro, accum = micro_batch(cfg, cuda)  # micro * accum == batch by construction
     g = cfg.resolved()
     extra: dict[str, Any] = {}
     extra.update({k: getattr(cfg, k) for k in ("top_k", "min_p") if getattr(cfg, k) is not None})
