@@ -13,5 +13,6 @@ from qrlib.methods.acqo import formats, prompts, rewards  # noqa: F401, F811
 from qrlib.methods.sage import dmqr_prompts, formats, prompts, rewards  # noqa: F401, F811
 from qrlib.methods.rlqr import formats, prompts, rewards  # noqa: F401, F811
 from qrlib.methods.bandits import prompts  # noqa: F401, F811
+from qrlib.methods.prompting import prompts  # noqa: F401, F811
 
 PAPERS = ("deepretrieval", "acqo", "sage", "rlqr", "bandits")
