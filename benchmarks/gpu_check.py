@@ -187,7 +187,8 @@ def stage_grpo(out: Path, *, arch: str, steps: int, bundle: Path | None, work: P
            "prompts_per_step": 4 if not tiny else 1, "num_generations": 8 if not tiny else 2,
            "max_completion_length": int(os.environ.get("GPU_CHECK_GRPO_TOKENS", 64))
            if not tiny else 8, "temperature": 0.6,
-           "reward_params": {"k": 100, "lenient": True}, "use_vllm": False}
+           "reward_params": {"k": 100, "lenient": True}, "use_vllm": False,
+           "mask_truncated_completions": False}  # random weights: every rollout is cut off
     path = work / "gpu-check.yaml"
     path.write_text(json.dumps(cfg))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "QRLIB_ROLLOUTS": "hf"}

@@ -118,3 +118,29 @@ def tidy_ticks(ax: Any, axis: str = "x", rotation: float = 30, *, wrap: int | No
     else:
         ax.set_yticks(ax.get_yticks())
         ax.set_yticklabels(texts, fontsize=9)
+
+
+def health_figure(frame: Any, *, window: int = 5) -> Any:
+    """Training health per step (:func:`qrlib.rl.health.read_health` frame, one line per
+    run, running means over ``window`` steps): reward; format-valid and truncated shares;
+    copy and echo shares (the collapse threshold 0.9 dashed); zero-variance share."""
+    import matplotlib.pyplot as plt
+
+    panels = [("reward", ("reward",)), ("format / truncated", ("format_valid", "truncated")),
+              ("copy / echo", ("copy", "echo")), ("zero-variance groups", ("zero_variance",))]
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 3.3))
+    styles = ("-", "--")
+    for i, (run, h) in enumerate(frame.groupby("run", sort=False)):
+        for ax, (title, cols) in zip(axes, panels):
+            for col, ls in zip(cols, styles):
+                y = h[col].rolling(window, min_periods=1).mean()
+                if y.notna().any():
+                    ax.plot(h["step"], y, color=f"C{i}", ls=ls,
+                            label=f"{run} · {col}" if len(cols) > 1 else run)
+            ax.set(title=title, xlabel="step")
+    for ax in axes[1:]:
+        ax.set_ylim(-0.05, 1.05)
+    axes[2].axhline(0.9, color="0.4", lw=0.8, ls=":")
+    legend_outside(fig, *axes[2].get_legend_handles_labels(), where="below")
+    fig.tight_layout()
+    return fig

@@ -48,6 +48,7 @@ DRIVER = textwrap.dedent('''
                          "fmt": "plain", "prompt": {"user": "Rewrite: {query}"},
                          "max_steps": 3, "prompts_per_step": 1, "num_generations": 2,
                          "max_completion_length": 6, "save_steps": 3, "seed": 0,
+                         "mask_truncated_completions": False,  # 6 tokens cut most rollouts
                          "learning_rate": 1e-3})
     s = T.train(cfg, env=Env(), queries=queries)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:

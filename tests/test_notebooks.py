@@ -291,7 +291,8 @@ def test_14_rlqr_rows_against_the_raw_query(rec, smoke_run):
     three = select(cmp, metric="nDCG@3")
     pairs = set(zip(three.retriever, three.method))
     assert {(k, m) for k in ("bm25", "dense") for m in ("untrained", "RL-QR")} <= pairs
-    assert {m for _, m in pairs} <= {"untrained", "RL-QR", "RL-QR (hard questions)"}
+    assert {m for _, m in pairs} <= {"untrained", "RL-QR", "RL-QR (hard questions)",
+                                     "RL-QR (source at 2-50)"}
     for _, c in three.iterrows():
         row = res[(res.retriever == c.retriever) & (res.model == c.method)].iloc[0]
         assert c["diff"] == pytest.approx(row["nDCG@3"] - raw[c.retriever], abs=1e-4)
@@ -491,3 +492,30 @@ def test_18_ablation_scores_07s_and_12s_rows_as_they_published_them(rec, smoke_r
         assert c["diff"] == pytest.approx(abl.loc["ACQO", "nDCG@10"]
                                           - abl.loc[c.baseline, "nDCG@10"], abs=2e-4)
     assert rec["18_acqo_ablation"]["2wikimultihopqa-mini.bm25.decode_check_agreement"] >= 0.9
+
+
+def test_19_prompting_rows_pair_with_the_raw_query_and_the_dev_choice(rec, smoke_run):
+    _, _, paths = smoke_run
+    t = paths["tables_dir"]
+    res, cmp = read_table(t / "19_prompting_results.csv"), read_table(t / "19_comparisons.csv")
+    sel = read_table(t / "19_prompt_selection.csv")
+    r = rec["19_prompting_baselines"]
+    main = "nDCG@10"
+    for c in cmp.to_dict("records"):
+        row = res[(res.dataset == c["dataset"]) & (res.retriever == c["retriever"])]
+        assert c["score"] == pytest.approx(row[row.method == c["method"]][main].item(), abs=1e-4)
+        assert c["baseline score"] == pytest.approx(row[row.method == "raw"][main].item(),
+                                                    abs=1e-4)
+        assert c["diff"] == pytest.approx(c["score"] - c["baseline score"], abs=2e-4)
+        assert c["lo"] <= c["diff"] <= c["hi"] and c["RL steps"] == 0  # untrained
+        key = f"{c['dataset']}.{c['retriever']}.{c['method']}.diff"
+        assert r[key] == pytest.approx(c["diff"], abs=1e-4)
+    # the q x5 reading is BM25's only; every block has all other rows
+    assert set(cmp[cmp.retriever == "dense"].method) == {"spqe", "pseudo-doc", "best-prompt"}
+    # the chosen prompt is the development argmax, and the test row names it
+    for (name, kind), g in sel.groupby(["dataset", "retriever"]):
+        chosen = g[g.chosen]
+        assert len(chosen) == 1 and chosen[f"dev {main}"].item() == g[f"dev {main}"].max()
+        detail = res[(res.dataset == name) & (res.retriever == kind)
+                     & (res.method == "best-prompt")].detail.item()
+        assert detail == f"{chosen.prompt.item()} ({chosen['mode'].item()})"

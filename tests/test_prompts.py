@@ -109,13 +109,13 @@ def test_best_of_n_families_render_and_their_prefill_parses():
         assert p.ok and p.queries == ["aspirin stroke prevention"]
 
 
-def test_sage_guided_prefill_puts_the_strategy_first():
+def test_sage_guided_prefill_opens_the_query_then_the_strategy_follows():
     from qrlib.generation.parsing import parse_completion
     from qrlib.generation.prompts import as_template
 
-    for name in ("sage/guided", "sage/guided-conservative"):
+    for name in ("sage/guided", "sage/guided-conservative"):  # SAGE App. A.1's order
         t = as_template(name)
-        p = parse_completion(t.meta["prefill"] + '3, "query": "aspirin stroke trial"}</answer>',
+        p = parse_completion(t.meta["prefill"] + 'aspirin stroke trial", "strategy": 3}</answer>',
                              t.meta["fmt"])
         assert p.ok and p.strategy == 3 and p.queries == ["aspirin stroke trial"]
     assert "unchanged" in as_template("sage/guided-conservative").user

@@ -16,7 +16,7 @@ seed = 0  # seed for subsets and training
 data_dir = None  # BEIR folders; None means /work/shared/data or $QRLIB_DATA
 model = "smollm2"  # policy: smollm2 | qwen2.5-coder-0.5b | hub id (gpu profile)
 datasets = ["scifact"]  # train on the dataset's train split, evaluate on its test split
-train_runs = ["bm25:expand"]  # one RL run per "retriever:mode" (mode: rewrite | expand)
+train_runs = ["bm25:expand"]  # one RL run per "retriever:mode" (mode: rewrite | expand) and dataset; "dataset/retriever:mode" trains on that dataset only
 n_train_queries = 16  # training queries (random subset of the train split)
 n_test_queries = 20  # test queries (random subset of the test split); None means all
 n_distractors = 500  # corpus: judged docs of the chosen queries + this many others; None means full
@@ -162,7 +162,21 @@ for name in datasets:
     tr, te, corpus = load_pair(name)
     DATA[name] = (tr, te, corpus)
     print(f"{name}: train queries {len(tr.queries)}, test queries {len(te.queries)}, docs {len(corpus)}")
-kinds = sorted({r.split(":")[0] for r in train_runs})
+
+
+def runs_for(name):
+    """The (retriever, mode) runs of one dataset: every "retriever:mode" of `train_runs`
+    and the "name/retriever:mode" ones."""
+    out = []
+    for spec in train_runs:
+        ds_, _, run = spec.rpartition("/")
+        if ds_ in ("", name):
+            kind_, mode_ = run.split(":")
+            out.append((kind_, mode_))
+    return out
+
+
+kinds = sorted({k for n in datasets for k, _ in runs_for(n)})
 
 
 def get_retriever(name, kind):
@@ -225,14 +239,14 @@ pd.DataFrame(env_demo.records)[["queries", "format_ok", "gold_ranks", "reward"]]
 t0 = time.perf_counter()
 base_model, tok = policy.load_policy(model)
 print(f"policy {model} loaded in {time.perf_counter() - t0:.1f}s")
-modes = sorted({r.split(":")[1] for r in train_runs})
+modes = sorted({m for n in datasets for _, m in runs_for(n)})
 CONTRACTS = {mode: DecodingContract(prompt=PROMPTS[mode], prefill=PREFILL, stop=tuple(stop),
                                     max_new_tokens=max_completion_length, fmt=FMT)
              for mode in modes}
 REWRITES = {}  # (dataset, method) -> DataFrame of rewrites
 for name in datasets:
     te = DATA[name][1]
-    for mode in modes:
+    for mode in sorted({m for _, m in runs_for(name)}):
         df = rewrite.rewrite_queries(base_model, tok, te.queries, contract=CONTRACTS[mode],
                                      mode=mode, autocast=eval_autocast)
         REWRITES[name, f"untrained-{mode}"] = df
@@ -253,8 +267,7 @@ del base_model
 SUMMARIES = {}
 for name in datasets:
     tr = DATA[name][0]
-    for spec in train_runs:
-        kind, mode = spec.split(":")
+    for kind, mode in runs_for(name):
         run_name = f"{name}-{kind}-{mode}"
         cfg = load_config(dict(
             name=run_name, run_dir=str(run_dir), model=model, dataset=name, retriever=kind,
@@ -271,6 +284,23 @@ for name in datasets:
         SUMMARIES[run_name] = train(cfg, env=make_env(name, kind, mode), queries=tr.queries)
         print(run_name, SUMMARIES[run_name], f"{time.perf_counter() - t0:.0f}s")
 save_json(SUMMARIES, out_dir / "train_summaries.json")
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "05_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Training curves
@@ -377,8 +407,7 @@ first_last
 # %%
 for name in datasets:
     te = DATA[name][1]
-    for spec in train_runs:
-        kind, mode = spec.split(":")
+    for kind, mode in runs_for(name):
         run_name = f"{name}-{kind}-{mode}"
         adapter = SUMMARIES[run_name]["adapter"]
         assert DecodingContract.load(adapter) == CONTRACTS[mode], run_name
@@ -424,7 +453,7 @@ for name in datasets:
                          "retrieval_s_per_query": t_ret, **row_scale(name, method, len(te.queries))})
 results = pd.DataFrame(rows)
 save_table(results, "05_test_results", tables_dir,
-           caption=(f"SciFact test ({n_test_queries or 'all'} claims): raw claim vs untrained vs "
+           caption=(f"{', '.join(datasets)} test ({n_test_queries or 'all'} queries each): raw query vs untrained vs "
                     f"trained rewrite; modified = share of rewrites differing from the claim; "
                     f"training scale ({', '.join(SCALE_COLUMNS)}) from each run's log "
                     f"[profile: {profile}]"))
@@ -465,8 +494,7 @@ cmp
 # %%
 ex_rows = []
 for name in datasets:
-    for spec in train_runs:
-        kind, mode = spec.split(":")
+    for kind, mode in runs_for(name):
         a = REWRITES[name, f"untrained-{mode}"].set_index("qid")
         b = REWRITES[name, f"trained-{kind}-{mode}"].set_index("qid")
         for q in list(a.index)[:n_examples]:

@@ -19,7 +19,8 @@ train_datasets = ["2wikimultihopqa-mini", "hotpotqa-large"]  # their train split
 retrievers = ["bm25"]  # one Stage I run per retriever: bm25 | dense
 n_train_queries = 8  # training questions per dataset (random subset of the train split); None means all
 n_distractors = 200  # training corpus: judged paragraphs + this many others per dataset; None means full
-prompt = "acqo/decompose-oneshot"  # acqo/decompose (rules only) | acqo/decompose-oneshot (+ one worked split)
+stage1_share = 1.0  # Stage I trains on this share of the pooled questions, those the raw question serves worst (ACQO App. B: 0.5 on HotpotQA; 1.0 keeps all)
+prompt = "acqo/decompose-fewshot"  # acqo/decompose (rules only) | acqo/decompose-oneshot (+ a three-part split) | acqo/decompose-fewshot (+ splits of 1, 3 and 2 queries)
 prefill = '{"query": "'  # start of the assistant's answer (the JSON key), '' for none
 train_steps = 2  # DAPO steps of Stage I per retriever
 prompts_per_step = 1  # distinct questions per step
@@ -96,10 +97,12 @@ from qrlib import plots
 from qrlib.generation import policy, prompts
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.methods.acqo.artifacts import Stage1Record
-from qrlib.methods.acqo.curriculum import SubqueryProbe, generate_decompositions, rejection_targets
+from qrlib.methods.acqo.curriculum import (SubqueryProbe, generate_decompositions,
+                                           rejection_targets, weaker_share)
 from qrlib.methods.bandits.decompose import heuristic_split
 from qrlib.rl.env import RewardEnv
 from qrlib.eval.scale import fmt_scale, log_scale
+from qrlib.generation.parsing import parse_completion
 from qrlib.rl.train import load_config, sft_target, train
 from qrlib.core.io import save_json, save_table
 
@@ -170,6 +173,33 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
                                 "part_fused_ndcg@10", "part_best_sub_ndcg@10"]]
 
 # %% [markdown]
+# ### Stage I's questions: the weaker share (ACQO App. B)
+#
+# On HotpotQA, ACQO drops the higher-performing half of the training questions before
+# Stage I ("given the large training set size and relatively high initial performance"):
+# a question its retriever already answers well leaves nothing to learn, and copying it
+# is optimal. Each question is scored with the Stage I reward of the question searched as
+# it is; the lowest-scoring `stage1_share` of them are Stage I's training questions
+# (1.0 keeps all, as ACQO does on TopiOCQA). Stage II (notebook 07) filters the whole pool
+# again by the Stage I model's own $\tau(q)$.
+
+# %%
+STAGE1_ROWS, RAW_STAGE1 = {}, {}
+for kind in retrievers:
+    raw_env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage1", fmt="acqo",
+                        k=reward_k, max_subqueries=3, lenient=True, eta=eta, delta=delta)
+    RAW_STAGE1[kind] = dict(zip([r["qid"] for r in TRAIN_ROWS], raw_env.score(
+        [sft_target(r["question"], "acqo") for r in TRAIN_ROWS], [r["qid"] for r in TRAIN_ROWS])))
+    keep = set(weaker_share(RAW_STAGE1[kind], stage1_share))
+    STAGE1_ROWS[kind] = [r for r in TRAIN_ROWS if r["qid"] in keep]
+    kept = [RAW_STAGE1[kind][q] for q in keep]
+    print(f"{kind}: Stage I trains on {len(keep)} of {len(TRAIN_ROWS)} questions; the raw "
+          f"question's reward {np.mean(kept):.3f} on them, "
+          f"{np.mean(list(RAW_STAGE1[kind].values())):.3f} on all")
+    record(f"{kind}.stage1_questions", len(keep))
+POOL = [r for r in TRAIN_ROWS if any(r in rows for rows in STAGE1_ROWS.values())]
+
+# %% [markdown]
 # ## 3. A cold start by rejection sampling (optional)
 #
 # An untrained 0.5B model rarely writes a *good* split: with the one-shot prompt it splits
@@ -190,30 +220,32 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
 #
 # The targets use the training questions' qrels only, never the test set's. With
 # `warm_start_samples = 0` this section is skipped and Stage I starts from the untrained
-# model, as in the paper. Two levers (issue #10), both off by default:
+# model, as in the paper. Two levers, both off by default:
 # `warm_start_rule_candidate` adds the model-free split of notebook 07's rule row (the
-# question plus `qrlib.methods.bandits.decompose.heuristic_split`) to each question's candidates, so a
-# question can get a good split as target even when none of the model's samples was one;
+# question plus `qrlib.methods.bandits.decompose.heuristic_split`) to each question's
+# candidates, so a question can get a good split as target even when none of the model's
+# samples was one (it is off in every profile: a cold start that teaches the rule split
+# ends at the rule row, and the table below reports the share of each kind of target);
 # `warm_start_copy_targets = False` drops the "leave it unchanged" targets, so SFT only
 # shows improving splits (with many copy targets the cold start teaches copying, and the
 # Stage I groups then have identical rollouts).
 
 # %%
-WARM_ROWS = {kind: list(TRAIN_ROWS) for kind in retrievers}
+WARM_ROWS = {kind: list(STAGE1_ROWS[kind]) for kind in retrievers}
 WARM_TABLE, TARGETS, SFT_QUESTIONS = pd.DataFrame(), {}, {}
 if warm_start_samples:
     m, tok = policy.load_policy(model)
     t0 = time.perf_counter()
-    ROLLS = generate_decompositions(m, tok, TRAIN_ROWS, prompt, prefill=prefill,
+    ROLLS = generate_decompositions(m, tok, POOL, prompt, prefill=prefill,
                                     n=warm_start_samples, do_sample=True,
                                     temperature=warm_start_temperature, top_p=top_p,
-                                    max_new_tokens=max_completion_length, seed=seed,
-                                    autocast=gen_autocast)
+                                    max_new_tokens=max_completion_length, stop=list(stop),
+                                    seed=seed, autocast=gen_autocast)
     gen_s = time.perf_counter() - t0
     del m
     CANDS = [dict(r, rule=False) for r in ROLLS]
     if warm_start_rule_candidate:  # the model-free split, in the answer format of the prompt
-        for r in TRAIN_ROWS:
+        for r in POOL:
             subs = list(dict.fromkeys([r["question"]] + heuristic_split(r["question"], 2)))[:3]
             if len(subs) > 1:
                 CANDS.append({"qid": r["qid"], "completion": json.dumps(
@@ -224,16 +256,19 @@ if warm_start_samples:
         env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage2", fmt="acqo",
                         k=reward_k, max_subqueries=3, lenient=False, eta=eta, delta=delta,
                         lam=0.0, k_star=0)
-        all_scores = env.score([r["completion"] for r in CANDS], [r["qid"] for r in CANDS])
-        scores = all_scores[:len(ROLLS)]  # the model's own samples
-        qids = [r["qid"] for r in TRAIN_ROWS]
-        copies = env.score([sft_target(r["question"], "acqo") for r in TRAIN_ROWS], qids)
+        rows_k = STAGE1_ROWS[kind]  # this retriever's Stage I questions
+        mine = {r["qid"] for r in rows_k}
+        CANDS_K = [c for c in CANDS if c["qid"] in mine]
+        all_scores = env.score([c["completion"] for c in CANDS_K], [c["qid"] for c in CANDS_K])
+        scores = [w for c, w in zip(CANDS_K, all_scores) if not c["rule"]]  # the model's own
+        qids = [r["qid"] for r in rows_k]
+        copies = env.score([sft_target(r["question"], "acqo") for r in rows_k], qids)
         TARGETS[kind] = targets = rejection_targets(
-            [{**r, "reward": w} for r, w in zip(CANDS, all_scores)], dict(zip(qids, copies)))
-        rule_of = {r["qid"]: r["completion"] for r in CANDS if r["rule"]}
+            [{**c, "reward": w} for c, w in zip(CANDS_K, all_scores)], dict(zip(qids, copies)))
+        rule_of = {c["qid"]: c["completion"] for c in CANDS_K if c["rule"]}
         WARM_ROWS[kind] = [{**r, "sft_target": targets[r["qid"]]["completion"]
                             or (sft_target(r["question"], "acqo") if warm_start_copy_targets
-                                else "")} for r in TRAIN_ROWS]
+                                else "")} for r in rows_k]
         chosen = [t for t in targets.values() if t["sampled"]]
         n_rule = sum(t["completion"] == rule_of.get(q) for q, t in targets.items() if t["sampled"])
         n_sub = [len(r["subqueries"]) for r in ROLLS if r["format_ok"]]
@@ -247,6 +282,9 @@ if warm_start_samples:
             "target is a sample": (len(chosen) - n_rule) / len(targets),
             "target is the rule split": n_rule / len(targets),
             "copy targets in SFT": (len(targets) - len(chosen)) if warm_start_copy_targets else 0,
+            **{f"targets with {n} sub-quer{'y' if n == 1 else 'ies'}":
+               sum(len(parse_completion(t["completion"], "acqo", lenient=True).queries) == n
+                   for t in chosen) for n in (1, 2, 3)},
             "mean gain of chosen samples": float(np.mean([t["gain"] for t in chosen])) if chosen else 0.0,
             "generation s": round(gen_s, 1)})
         save_json(targets, out_dir / f"warm_start_targets_{kind}.json")
@@ -264,7 +302,7 @@ if warm_start_samples:
     first = TARGETS[retrievers[0]]
     display(pd.DataFrame([{"question": r["question"], "target": first[r["qid"]]["completion"],
                            "gain over the question as is": first[r["qid"]]["gain"]}
-                          for r in TRAIN_ROWS if first[r["qid"]]["sampled"]][:n_examples]))
+                          for r in STAGE1_ROWS[retrievers[0]] if first[r["qid"]]["sampled"]][:n_examples]))
 WARM_TABLE
 
 # %% [markdown]
@@ -273,9 +311,10 @@ WARM_TABLE
 # One LoRA adapter per retriever, trained with TRL's `GRPOTrainer` under the DAPO preset
 # (token-level loss, clip range [0.2, 0.28], no KL term), as ACQO A.2 does. The answer is
 # prefilled with `{"query": "` so every rollout starts in the right format, and the prompt
-# carries one worked split (`acqo/decompose-oneshot`): without it the untrained model
-# copies the question and most groups of rollouts have identical rewards (issue #10's
-# probe: 62% of groups), from which GRPO learns nothing.
+# carries worked examples of one, three and two queries (`acqo/decompose-fewshot`):
+# without any the untrained model copies the question and most groups of rollouts have
+# identical rewards (62 % of groups in a probe), from which GRPO learns nothing; with a
+# single three-part example it splits nearly every question in three, whatever helps.
 
 # %%
 SUMMARIES, CONFIGS = {}, {}
@@ -300,6 +339,23 @@ Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, prefill=
              max_completion_length=max_completion_length,
              warm_start_samples=warm_start_samples, sft_steps=sft_steps,
              sft_questions=SFT_QUESTIONS).save(out_dir)
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "06_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ## 5. Training curves (ACQO Fig. 4)

@@ -21,6 +21,7 @@ retrievers = ["bm25"]  # Stage II runs, one per Stage I adapter of notebook 06
 tau_rollouts = 4  # K rollouts per training question for tau(q), ACQO Eq. 7 (A.2: 8)
 tau_temperature = 1.0  # sampling temperature of those rollouts
 tau_thres = 1.6666666666666667  # keep questions whose tau(q) is at most this, ACQO Eq. 8 (A.2: 5/3)
+tau_min = None  # also drop questions whose tau(q) is at most this (ours: Stage I rollouts that all fail give Stage II no reward spread); None: ACQO's Eq. 8 alone
 train_steps = 2  # DAPO steps of Stage II per retriever
 prompts_per_step = 1  # distinct questions per step
 num_generations = 4  # rollouts per question (ACQO A.2: 8)
@@ -35,10 +36,9 @@ test_datasets = ["2wikimultihopqa-mini", "hotpotqa-large"]  # evaluated on their
 n_test_queries = 10  # test questions per dataset; None means all
 n_test_distractors = 200  # test corpus: judged paragraphs + this many others; None means the full corpus
 eval_retrievers = ["bm25"]  # every decomposition is searched with each (cross-retriever, ACQO Fig. 5)
-eval_max_new_tokens = 24  # greedy budget of a test decomposition
 eval_k = 100  # retrieval depth of evaluation (R@100)
 bootstrap = 2000  # paired-bootstrap resamples
-untrained_prompts = ["acqo/decompose-oneshot", "acqo/no-decompose"]  # untrained rows
+untrained_prompts = ["acqo/decompose-fewshot", "acqo/no-decompose"]  # untrained rows
 n_examples = 6  # example decompositions shown per model
 gen_autocast = True  # bf16 autocast for the tau rollouts (sampling; about 4x faster on CPU)
 eval_autocast = False  # bf16 autocast of the greedy test decoding (16-19 % of a trained adapter's outputs then differ from fp32: benchmarks/bench_eval_precision.py)
@@ -147,22 +147,23 @@ def acqo_env(kind, reward, retr=None, **extra):
 
 
 TAU, KEPT, TRAIN_RETR = {}, {}, {}
+tau_rule = (f"tau <= {tau_thres:.3f}" if tau_min is None
+            else f"{tau_min:.3f} < tau <= {tau_thres:.3f}")
 for kind in retrievers:
     TRAIN_RETR[kind] = train_retriever(kind)
     adapter = S1.summary(kind)["adapter"]
     m, tok = policy.load_policy(model, adapter=adapter)
     t0 = time.perf_counter()
-    rolls = generate_decompositions(m, tok, TRAIN_ROWS, PROMPT, prefill=PREFILL, n=tau_rollouts,
+    rolls = generate_decompositions(m, tok, TRAIN_ROWS, contract=adapter, n=tau_rollouts,
                                     do_sample=True, temperature=tau_temperature,
-                                    max_new_tokens=S1.max_completion_length,
                                     seed=seed, autocast=gen_autocast)
     del m
     env = acqo_env(kind, "acqo_stage1", TRAIN_RETR[kind])
     rewards = env.score([r["completion"] for r in rolls], [r["qid"] for r in rolls])
     TAU[kind] = tau_by_question(rewards, [r["qid"] for r in rolls])
-    KEPT[kind] = keep_for_stage2(TAU[kind], tau_thres)
+    KEPT[kind] = keep_for_stage2(TAU[kind], tau_thres, tau_min)
     print(f"{kind}: tau from {len(rolls)} rollouts in {time.perf_counter() - t0:.0f}s; kept "
-          f"{len(KEPT[kind])}/{len(TAU[kind])} questions (tau <= {tau_thres:.3f})")
+          f"{len(KEPT[kind])}/{len(TAU[kind])} questions ({tau_rule})")
 
 # %% [markdown]
 # The kept share, with a 95% bootstrap interval over training questions (the paper keeps
@@ -171,7 +172,8 @@ for kind in retrievers:
 # %%
 rows = []
 for kind in retrievers:
-    kept = np.array([TAU[kind][q] <= tau_thres for q in sorted(TAU[kind])], dtype=float)
+    keep_k = set(KEPT[kind])
+    kept = np.array([q in keep_k for q in sorted(TAU[kind])], dtype=float)
     rng = np.random.default_rng(seed)
     boots = kept[rng.integers(0, len(kept), size=(bootstrap, len(kept)))].mean(axis=1)
     rows.append({"retriever": kind, "questions": len(kept), "kept": int(kept.sum()),
@@ -184,7 +186,7 @@ for _, r in KEPT_TABLE.iterrows():
     record(f"{r.retriever}.tau.questions", r.questions)
 save_table(KEPT_TABLE, "07_tau_filter", tables_dir,
            caption=f"ACQO Eq. 7-8 curriculum filter: share of training questions with "
-                   f"tau(q) <= {tau_thres:.3f} from {tau_rollouts} Stage I rollouts each")
+                   f"{tau_rule} from {tau_rollouts} Stage I rollouts each")
 fig, ax = plt.subplots(figsize=(6, 3.2))
 for i, kind in enumerate(retrievers):
     ax.hist(list(TAU[kind].values()), bins=20, alpha=0.5, color=f"C{i}", label=kind)
@@ -229,6 +231,24 @@ for kind in retrievers:
     NAMES[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "n_train_questions")})
 save_json({"summaries": SUMMARIES, "tau": TAU, "kept": KEPT}, out_dir / "stage2.json")
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report({**{f"Stage I {k}": S1.summary(k) for k in retrievers},
+     **{f"Stage II {k}": s for k, s in SUMMARIES.items()}}, "07_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Both stages on one axis
@@ -301,7 +321,9 @@ EVAL_RETR = {(name, kind): retrieval.build_retriever(kind, TEST[name].corpus,
 # ## 4. Decompositions of every model
 #
 # Greedy decoding (ACQO validates with temperature 0.7; greedy keeps reruns identical on
-# one machine; with `eval_autocast` the matmuls run in bf16). Models: the untrained policy
+# one machine; with `eval_autocast` the matmuls run in bf16), with the decoding contract
+# of training: Stage I's prompt, prefill, stop strings, token budget and parser, read
+# from each adapter (`decoding.json`) and, for the untrained rows, from Stage I's. Models: the untrained policy
 # with each prompt in `untrained_prompts`, and per retriever the rejection-sampling cold
 # start alone (when notebook 06 ran one), the Stage I adapter and the Stage I + II adapter
 # (ACQO). Every model's decompositions are
@@ -309,22 +331,27 @@ EVAL_RETR = {(name, kind): retrieval.build_retriever(kind, TEST[name].corpus,
 # costs no extra generation.
 
 # %%
-MODELS = {f"untrained [{p.split('/')[-1]}]": (None, p) for p in untrained_prompts}
+# every row decodes with Stage I's contract (prompt, prefill, stop strings, budget, parser);
+# a trained adapter with its own (checked equal), an untrained row with its prompt swapped in
+MODELS = {f"untrained [{p.split('/')[-1]}]": (None, S1.contract(retrievers[0], prompt=p))
+          for p in untrained_prompts}
 for kind in retrievers:
     if S1.summary(kind).get("sft_adapter"):
-        MODELS[f"cold start only ({kind}-sampled)"] = (S1.summary(kind)["sft_adapter"],
-                                                       PROMPT)
-    MODELS[f"Stage I ({kind}-trained)"] = (S1.summary(kind)["adapter"], PROMPT)
-    MODELS[f"ACQO: Stage I+II ({kind}-trained)"] = (SUMMARIES[kind]["adapter"], PROMPT)
+        a = S1.summary(kind)["sft_adapter"]
+        MODELS[f"cold start only ({kind}-sampled)"] = (a, a)
+    a = S1.summary(kind)["adapter"]
+    MODELS[f"Stage I ({kind}-trained)"] = (a, a)
+    a = SUMMARIES[kind]["adapter"]
+    MODELS[f"ACQO: Stage I+II ({kind}-trained)"] = (a, a)
 DECOMP = {}  # (model label, dataset) -> list of dicts
 engine.close_engines()  # the bf16 sampling engine of the tau rollouts is done: free its memory
-for label, (adapter, prm) in MODELS.items():
+for label, (adapter, contract) in MODELS.items():
     m, tok = policy.load_policy(model, adapter=adapter)
     for name in test_datasets:
         rows_t = qrows.rows_from_dataset(TEST[name])
         DECOMP[label, name] = generate_decompositions(
-            m, tok, rows_t, prm, prefill=PREFILL, max_new_tokens=eval_max_new_tokens,
-            progress=False, autocast=eval_autocast, batch_size=eval_batch_size)
+            m, tok, rows_t, contract=contract, progress=False, autocast=eval_autocast,
+            batch_size=eval_batch_size)
     del m
     print(label, "done")
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompositions.json")

@@ -35,6 +35,7 @@ sage_datasets = ["nfcorpus"]  # train split for RL, test split for evaluation
 sage_retriever = "dense"  # SAGE targets dense retrieval
 sage_runs = ["unguided", "direct", "scs", "crs"]  # reward variants (qrlib.methods.sage.pipeline.variants); unguided is DeepRetrieval-style RL; Table 3's ablation is notebook 15
 copy_penalty = 0.05  # p of SAGE Eq. 3 (Sec. 4.3 uses 0.05; Table 3 shows 0.02)
+reasoning = False  # the paper's prompts with <think> (sage/proactive, sage/conservative); False: their no-reasoning variants (same layout and examples, a CPU budget)
 n_train_queries = 16  # training queries (random subset of the train split)
 n_test_queries = 20  # test queries; None means all
 n_distractors = 300  # corpus cut for training and test; None means full
@@ -47,7 +48,6 @@ learning_rate = 5e-5  # LoRA learning rate
 beta = 0.001  # KL coefficient
 dynamic_sampling = 0  # DAPO dynamic sampling rounds for groups whose rewards are all equal (0: off)
 stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["}"] for the JSON answer
-eval_max_new_tokens = 32  # greedy budget for test rewrites
 eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but 16-19 % of a trained adapter's greedy outputs then differ from fp32: benchmarks/bench_eval_precision.py); None: where the CPU has native bf16 matmul
 
 # %% [markdown]
@@ -316,9 +316,12 @@ ex[["dataset", "family", "prompt", "query", "rewrite", "format_ok"]]
 # %% [markdown]
 # ## 2. SAGE training: strategy id + rewrite, GRPO with Direct, SCS and CRS rewards
 #
-# The policy now answers `<answer>{"strategy": k, "query": "..."}</answer>` (prompt
-# `sage/guided`; the answer is prefilled up to `{"strategy": ` and there is no reasoning
-# block, so the small CPU model spends its budget on the query). With $r_i$ the nDCG@10
+# The policy now answers `<answer>{"query": "...", "strategy": k}</answer>`, the layout of
+# SAGE App. A.1 (Fig. 5), with one worked example per strategy in the prompt. With
+# `reasoning` it first thinks inside `<think>` as the paper's prompt asks
+# (`sage/proactive`); without, the answer is prefilled up to `{"query": "` and there is
+# no reasoning block, so the small CPU model spends its budget on the query
+# (`sage/guided`). With $r_i$ the nDCG@10
 # of rollout $i$ in a group of $G$ rollouts of the same query:
 #
 # * **Direct**: $r_i$;
@@ -334,7 +337,7 @@ ex[["dataset", "family", "prompt", "query", "rewrite", "format_ok"]]
 # the format-valid column of the results shows what that costs a small model.
 
 # %%
-VARIANTS = sage.variants(copy_penalty)
+VARIANTS = sage.variants(copy_penalty, reasoning=reasoning)
 RUNS = sage.pick(sage_runs, VARIANTS)  # a one-line error names an unknown key
 SAGE_DATA = {name: sage.sage_data(name, n_train_queries=n_train_queries,
                                   n_test_queries=n_test_queries, n_distractors=n_distractors,
@@ -359,6 +362,23 @@ for name, (tr, te, full) in SAGE_DATA.items():
             **TRAIN_KW)
         print(f"{name} {v.key}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
 save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sage_summaries.json")
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SAGE_SUMMARIES, "08_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Training curves (SAGE App. A.4): reward and response length per step
@@ -387,8 +407,7 @@ rows, COMPARISONS = [], []  # COMPARISONS: every paired comparison, in the workb
 for name, (tr, te, full) in SAGE_DATA.items():
     ev = sage.evaluate(model, {v.label: (v.prompt, SAGE_SUMMARIES[name, v.key]) for v in RUNS},
                        te, full, get_retriever(full, sage_retriever), dataset=name,
-                       retriever=sage_retriever, max_new_tokens=eval_max_new_tokens,
-                       autocast=eval_autocast, resamples=bootstrap, seed=seed)
+                       retriever=sage_retriever, autocast=eval_autocast, resamples=bootstrap, seed=seed)
     rows += ev["rows"]
     COMPARISONS += ev["comparisons"]
     SAGE_EVAL.update({(name, k): v for k, v in ev["scores"].items()})

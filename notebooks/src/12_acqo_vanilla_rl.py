@@ -37,7 +37,6 @@ reward_k = 10  # the reward is nDCG@reward_k of the one query's list
 test_datasets = ["2wikimultihopqa-mini"]  # must be among 07's test sets
 n_test_queries = 10  # 07's n_test_queries (None: all)
 n_test_distractors = 200  # 07's n_test_distractors (None: the full corpus)
-eval_max_new_tokens = 24  # greedy budget of a test rewrite (07's)
 eval_k = 100  # retrieval depth of evaluation
 eval_autocast = False  # bf16 autocast of the greedy test decoding (07's: fp32)
 eval_batch_size = 8  # test questions decoded together on the HF path
@@ -170,6 +169,23 @@ for kind in retrievers:
 save_json({"summaries": SUMMARIES, "budget": BUDGET}, out_dir / "vanilla.json")
 
 # %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "12_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
+
+# %% [markdown]
 # ## 3. Training curves
 #
 # Reward (nDCG@10 of the rollout's query on its training question), the share of groups
@@ -240,8 +256,8 @@ for name in test_datasets:
         PER_Q[name, kind, "raw question"] = raw
         m, tok = policy.load_policy(model, adapter=SUMMARIES[kind]["adapter"])
         DECOMP[name, kind] = dec = generate_decompositions(
-            m, tok, rows_t, prompt, prefill=prefill, max_new_tokens=eval_max_new_tokens,
-            progress=False, autocast=eval_autocast, batch_size=eval_batch_size)
+            m, tok, rows_t, contract=SUMMARIES[kind]["adapter"], progress=False,
+            autocast=eval_autocast, batch_size=eval_batch_size)  # training's decoding contract
         del m
         run, _ = search_fused(retr, {d["qid"]: d["subqueries"] for d in dec}, k=eval_k)
         pq = metrics.evaluate(run, ds.qrels, MEASURES, per_query=True)

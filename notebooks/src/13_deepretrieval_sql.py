@@ -37,8 +37,6 @@ learning_rate = 1e-5  # LoRA learning rate (RL)
 sft_learning_rate = 1e-4  # LoRA learning rate (SFT)
 lora_r = 16  # LoRA rank
 dynamic_sampling = 0  # DAPO dynamic sampling rounds (0: off)
-eval_max_new_tokens = 32  # greedy budget of a test query (think prompts need more)
-eval_think_max_new_tokens = 64  # greedy budget with reasoning
 eval_autocast = False  # bf16 autocast of greedy decoding (False keeps the fp32 model's outputs)
 sql_timeout_s = 2.0  # wall-clock limit of one statement in the sandbox
 bootstrap = 2000  # paired-bootstrap resamples
@@ -101,6 +99,7 @@ from qrlib.methods.deepretrieval import sql_task
 from qrlib.rl.coldstart import rl_after_sft
 from qrlib.rl.env import RewardEnv
 from qrlib.rl.release import release_memory
+from qrlib.generation.contract import DecodingContract
 from qrlib.rl.train import load_config, train
 
 # %% [markdown]
@@ -161,24 +160,38 @@ RUNS = {"RL from scratch": dict(run="scratch", sft_steps=0, rows=TRAIN_ROWS, pro
                                         prefill=prompts.get(think_prompt).meta["prefill"])}
 unknown = sorted(set(rl_runs) - {v["run"] for v in RUNS.values()})
 assert not unknown, f"unknown rl_runs {unknown}; accepted: scratch, coldstart, think"
+
+
+def run_contract(spec):
+    """The decoding contract of a run (prompt, prefill, stop, budget, parser): its rollouts
+    and its test queries decode with it, and so does a zero-shot row with its prompt."""
+    long = spec["run"] == "think"  # reasoning needs a longer budget
+    return DecodingContract(prompt=spec["prompt"], prefill=spec["prefill"], stop=("</answer>",),
+                            max_new_tokens=think_max_completion_length if long
+                            else max_completion_length,
+                            fmt=prompts.get(spec["prompt"]).meta["fmt"])
+
+
+CONTRACTS = {spec["prompt"]: run_contract(spec) for spec in RUNS.values()
+             if spec["sft_steps"] == 0}  # one per prompt: the scratch and think runs'
 RUNS = {k: v for k, v in RUNS.items() if v["run"] in rl_runs}
 SUMMARIES = {}
 for label, spec in RUNS.items():
     env = RewardEnv(None, {}, reward="deepretrieval_sql",
                     fmt=prompts.get(spec["prompt"]).meta["fmt"],
-                    think_prefilled=spec["prefill"] == "<think>",
+                    think_prefilled=spec["prefill"].endswith("<think>"),
                     preset=None if reward_preset == "paper" else reward_preset,
                     sql_timeout_s=sql_timeout_s,
                     **({"exec_bonus": exec_bonus} if exec_bonus else {}))
-    long = spec["run"] == "think"  # reasoning needs a longer budget
+    c = run_contract(spec)
     cfg = load_config(dict(
-        name=f"sql-{spec['run']}", run_dir=str(run_dir), model=model, prompt=spec["prompt"],
-        prefill=spec["prefill"], reward="deepretrieval_sql", algorithm="dapo",
+        name=f"sql-{spec['run']}", run_dir=str(run_dir), model=model, prompt=c.prompt,
+        prefill=c.prefill, reward="deepretrieval_sql", algorithm="dapo",
         max_steps=train_steps, sft_steps=spec["sft_steps"], sft_learning_rate=sft_learning_rate,
         prompts_per_step=prompts_per_step, num_generations=num_generations,
-        max_completion_length=think_max_completion_length if long else max_completion_length,
-        temperature=temperature, top_p=top_p, learning_rate=learning_rate, lora_r=lora_r,
-        lora_alpha=2 * lora_r, dynamic_sampling=dynamic_sampling, stop=["</answer>"],
+        max_completion_length=c.max_new_tokens, temperature=temperature, top_p=top_p,
+        learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
+        dynamic_sampling=dynamic_sampling, stop=list(c.stop),
         save_steps=max(1, train_steps // 4), seed=seed))
     fit = rl_after_sft if spec["sft_steps"] else train  # SFT checkpointed, then GRPO
     SUMMARIES[label] = s = fit(cfg, env=env, rows=spec["rows"])
@@ -187,6 +200,23 @@ for label, spec in RUNS.items():
     print("memory given back:", release_memory())  # else the next run's SFT runs out of memory
 save_json(SUMMARIES, out_dir / "summaries.json")
 LOGS = {k: pd.read_csv(s["log"], dtype={"qids": str}) for k, s in SUMMARIES.items()}
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "13_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Training curves
@@ -214,25 +244,26 @@ plots.save_figure(fig, "13_sql_curves", figures_dir, profile=profile,
 # %% [markdown]
 # ## 3. The test: every row on the same test questions
 #
-# Greedy decoding; the statement is parsed as the reward parses it and run in the sandbox.
+# Greedy decoding with the decoding contract of training (prompt, prefill, stop strings,
+# budget, parser); the statement is parsed as the reward parses it and run in the sandbox.
 # Execution accuracy is the share of questions whose result equals the gold query's.
 
 # %%
-MODELS = {f"zero-shot ({p.split('-')[-1]})": (None, p) for p in zero_shot_prompts}
+# every row decodes with a training run's contract: a trained adapter with its own
+# (`decoding.json`), a zero-shot row with the contract of the run trained with its prompt
+MODELS = {f"zero-shot ({p.split('-')[-1]})": (None, CONTRACTS[p]) for p in zero_shot_prompts}
 if "RL after SFT" in SUMMARIES:
-    MODELS["SFT on gold (nothink)"] = (SUMMARIES["RL after SFT"].get("sft_adapter"), rl_prompt)
+    a = SUMMARIES["RL after SFT"].get("sft_adapter")
+    MODELS["SFT on gold (nothink)"] = (a, a)
 for label, s in SUMMARIES.items():
-    MODELS[label] = (s["adapter"], RUNS[label]["prompt"])
+    MODELS[label] = (s["adapter"], s["adapter"])
 GEN, SCORES = {}, {}
-for label, (adapter, prompt) in MODELS.items():
+for label, (adapter, contract) in MODELS.items():
     if label.startswith("SFT") and adapter is None:
         continue  # sft_steps == 0
-    think = prompts.get(prompt).meta.get("prefill") == "<think>"
     m, tok = policy.load_policy(model, adapter=adapter)
-    GEN[label] = g = sql_task.generate_sql(
-        m, tok, TEST_ROWS, prompt, prefill=None if think else prefill,
-        max_new_tokens=eval_think_max_new_tokens if think else eval_max_new_tokens,
-        autocast=eval_autocast)
+    GEN[label] = g = sql_task.generate_sql(m, tok, TEST_ROWS, contract=contract,
+                                           autocast=eval_autocast)
     del m
     gc.collect()
     SCORES[label] = sql_task.score_sql(TEST_ROWS, dict(zip(g.qid, g.sql)), timeout_s=sql_timeout_s)

@@ -25,7 +25,7 @@ synthesis_doc_words = 160  # a document is cut to this many words in the prompt
 synthesis_max_new_tokens = 96  # budget of one synthesis
 prefill = "<answer>"  # start of the rewriter's answer ("" leaves the tags to the model)
 reward_k = 3  # nDCG@k of the reward (RL-QR evaluates nDCG@3)
-train_sets = ["all"]  # training questions per rewriter: all (RL-QR) | hard (only those whose source the raw question does not rank first for that retriever; a lever against copying)
+train_sets = ["all"]  # training questions per rewriter: all (RL-QR) | hard (only those whose source the raw question does not rank first for that retriever; a lever against copying) | room (only those whose source the raw question ranks 2-50)
 train_steps = 2  # GRPO optimizer steps per rewriter
 prompts_per_step = 1  # synthetic queries per step
 num_generations = 4  # rollouts per query (the GRPO group)
@@ -163,7 +163,8 @@ pd.concat([a.head(n_examples).assign(dataset=n) for n, a in ATTEMPTS.items()])[
 # went out of memory on 24 GB without it; see notebook 13).
 
 # %%
-SETS = {"all": ("RL-QR", ""), "hard": ("RL-QR (hard questions)", "-hard")}  # label, run suffix
+SETS = {"all": ("RL-QR", ""), "hard": ("RL-QR (hard questions)", "-hard"),
+        "room": ("RL-QR (source at 2-50)", "-room")}  # label, run suffix
 unknown = [t for t in train_sets if t not in SETS]
 assert not unknown, f"unknown train_sets {unknown}; accepted: {', '.join(SETS)}"
 SUMMARIES, TRAIN_SIZES = {}, []
@@ -171,8 +172,9 @@ for name, te in DATA.items():
     queries, qrels = rlqr.training_set(ATTEMPTS[name])
     for kind in retrievers:
         for tset in train_sets:
-            q_, r_ = (queries, qrels) if tset == "all" else rlqr.hard_subset(
-                queries, qrels, RETRIEVERS[name, kind])
+            q_, r_ = ((queries, qrels) if tset == "all" else
+                      rlqr.hard_subset(queries, qrels, RETRIEVERS[name, kind]) if tset == "hard"
+                      else rlqr.room_subset(queries, qrels, RETRIEVERS[name, kind]))
             TRAIN_SIZES.append({"dataset": name, "retriever": kind, "training set": tset,
                                 "questions": len(q_)})
             if not q_:
@@ -193,6 +195,23 @@ print(pd.DataFrame(TRAIN_SIZES).to_string(index=False))
 save_json({"/".join(key): s for key, s in SUMMARIES.items()}, out_dir / "summaries.json")
 gc.collect()  # the trainers' models and engines, before the evaluation loads its own
 LOGS = {key: pd.read_csv(s["log"], dtype={"qids": str}) for key, s in SUMMARIES.items()}
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "14_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Training curves

@@ -26,6 +26,7 @@ sage_retriever = "dense"  # SAGE targets dense retrieval
 ablation = ["conservative", "proactive"]  # Table 3's rows without a copy penalty
 ablation_p = [0.02]  # a proactive SCS run per copy penalty p (Table 3: 0.02)
 copy_penalty = 0.05  # p of notebook 08's SAGE-SCS run, the last row (read from 08, not retrained)
+reasoning = False  # the paper's prompts with <think> (sage/proactive, sage/conservative); False: their no-reasoning variants (same layout and examples, a CPU budget)
 n_train_queries = 16  # training queries (random subset of the train split)
 n_test_queries = 20  # test queries; None means all
 n_distractors = 300  # corpus cut for training and test; None means full
@@ -38,7 +39,6 @@ learning_rate = 5e-5  # LoRA learning rate
 beta = 0.001  # KL coefficient
 dynamic_sampling = 0  # DAPO dynamic sampling rounds for groups whose rewards are all equal (0: off)
 stop = []  # stop strings of vLLM rollouts (kept in the completion)
-eval_max_new_tokens = 32  # greedy budget for test rewrites
 eval_autocast = False  # bf16 autocast of the greedy test rewriting (False keeps fp32 outputs)
 
 # %% [markdown]
@@ -127,7 +127,7 @@ for name in sage_datasets:
 # One GRPO run per row, the same settings as 08's main runs: only the prompt and $p$ differ.
 
 # %%
-VARIANTS = sage.variants(copy_penalty, ablation_p)
+VARIANTS = sage.variants(copy_penalty, ablation_p, reasoning=reasoning)
 RUNS = sage.pick([*ablation, *[f"proactive-p{float(p):g}" for p in ablation_p]], VARIANTS)
 TRAIN_KW = dict(model=model, retriever=sage_retriever, max_steps=train_steps,
                 prompts_per_step=prompts_per_step, num_generations=num_generations,
@@ -152,6 +152,23 @@ ROWS = [*RUNS, VARIANTS["scs"]]
 LABEL = {v.key: v.label for v in RUNS}
 LABEL["scs"] = f"SCS, proactive prompt, p={copy_penalty:g} (notebook 08's SAGE-SCS)"
 
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "15_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
+
 # %%
 CURVES = {f"{LABEL[key]} ({name})": lg for (name, key), lg in LOGS.items()}
 fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
@@ -173,8 +190,7 @@ rows, COMPARISONS, REWRITES = [], [], {}
 for name, (tr, te, full) in SAGE_DATA.items():
     ev = sage.evaluate(model, {LABEL[v.key]: (v.prompt, SUMMARIES[name, v.key]) for v in ROWS},
                        te, full, SEARCHERS[name], dataset=name, retriever=sage_retriever,
-                       max_new_tokens=eval_max_new_tokens, autocast=eval_autocast,
-                       resamples=bootstrap, seed=seed)
+                       autocast=eval_autocast, resamples=bootstrap, seed=seed)
     rows += ev["rows"]
     COMPARISONS += ev["comparisons"]
     REWRITES.update({(name, k): v for k, v in ev["rewrites"].items()})

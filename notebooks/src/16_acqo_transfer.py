@@ -23,7 +23,6 @@ n_test_queries = 6  # test questions per dataset; None means all
 n_test_distractors = 60  # corpus cut: judged paragraphs + this many others; None means full
 eval_retrievers = ["bm25", "dense"]  # every decomposition is searched with each (cross-retriever, ACQO Fig. 5)
 eval_k = 100  # depth of each sub-query's list and of the fused list
-eval_max_new_tokens = 24  # greedy budget of one decomposition
 eval_batch_size = 16  # questions decoded together
 eval_autocast = False  # bf16 autocast of the greedy decoding (False keeps the fp32 outputs)
 reader_model = "smollm2"  # the local reader (ACQO Table 10 uses Qwen2.5-7B-Instruct)
@@ -116,7 +115,8 @@ RETR = {(name, kind): retrieval.build_retriever(
 #
 # The raw question (one query), the rule split (the question plus up to two rule-based
 # sub-queries, no model), and per training retriever the Stage I adapter (06) and the
-# Stage I + II adapter (07, ACQO), greedy with 06's prompt.
+# Stage I + II adapter (07, ACQO), greedy, each with its training's decoding contract
+# (prompt, prefill, stop strings, token budget, parser: the adapter's `decoding.json`).
 
 # %%
 ROWS = {"raw question": None, "rule: question + heuristic split": None}
@@ -143,9 +143,8 @@ t0 = time.perf_counter()
 for label, adapter in ROWS.items():
     if adapter is None:
         continue
-    for name, dec in decompose(model, adapter, TEST, S1.prompt, prefill=S1.prefill,
-                               max_new_tokens=eval_max_new_tokens, batch_size=eval_batch_size,
-                               autocast=eval_autocast).items():
+    for name, dec in decompose(model, adapter, TEST, batch_size=eval_batch_size,
+                               autocast=eval_autocast).items():  # the adapter's own contract
         GEN[label, name] = dec
         SUBS[label, name] = {d["qid"]: d["subqueries"] for d in dec}
 engine.close_engines()

@@ -19,7 +19,9 @@ datasets = ["hotpotqa-large", "2wikimultihopqa-mini"]  # question sets with answ
 drop_yes_no = True  # leave out questions whose only answers are yes / no (no passage states them)
 n_train_queries = 16  # training questions per dataset (random, span-answerable); None means all
 n_test_queries = 8  # test questions per dataset (first span-answerable ones); None means all
-runs = ["nothink"]  # RL runs: nothink (deepretrieval/evidence-nothink) | think (the same run with <think>, Fig. 4)
+runs = ["nothink"]  # RL runs: nothink (deepretrieval/evidence-nothink) | think (the same run with <think>, Fig. 4) | room (nothink on training questions whose raw question ranks the first answer-bearing passage within room_ranks)
+room_ranks = [2, 50]  # the room run's window of the raw question's first answer-bearing rank
+room_pool_queries = None  # training questions drawn before the room filter keeps n_train_queries of them (None: 3 x n_train_queries)
 think_datasets = None  # datasets the think run trains and tests on (None: all of datasets); Fig. 4 needs one task
 ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
 train_steps = 2  # GRPO optimizer steps per run
@@ -32,8 +34,6 @@ beta = 0.001  # KL coefficient (App. B.2)
 learning_rate = 5e-5  # LoRA learning rate
 dynamic_sampling = 0  # DAPO dynamic sampling rounds for groups whose rewards are all equal (0: off)
 stop = []  # stop strings of vLLM rollouts (kept in the completion), e.g. ["</answer>"]
-eval_max_new_tokens = 32  # greedy budget of a test rewrite without reasoning
-eval_think_max_new_tokens = 64  # greedy budget with reasoning
 eval_batch_size = 8  # questions rewritten together
 bootstrap = 2000  # paired-bootstrap resamples
 n_examples = 3  # example rewrites shown
@@ -87,13 +87,16 @@ from qrlib.eval import published
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval import curves
 from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
+from qrlib.generation.contract import DecodingContract
 from qrlib.generation.prompts import as_template
 from qrlib.methods.deepretrieval import evidence as ev
 from qrlib.methods.deepretrieval import evidence_rl as er
 from qrlib.methods.deepretrieval import reasoning
 from qrlib.retrieval import retrievers as retrieval
+from qrlib.rl.rows import room_filter
 
-PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/evidence-think"}
+PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/evidence-think",
+           "room": "deepretrieval/evidence-nothink"}
 unknown = [r for r in runs if r not in PROMPTS]
 if unknown:
     raise QrlibError(f"unknown run(s) {unknown}; accepted: {', '.join(PROMPTS)}")
@@ -122,6 +125,17 @@ for name in datasets:
     qids = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
                              n_queries=n_train_queries, n_distractors=0, seed=seed).queries)
     TRAIN[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
+    if "room" in runs:  # a larger draw, then only the questions with room to improve
+        pool = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
+                                 n_queries=room_pool_queries or 3 * n_train_queries,
+                                 n_distractors=0, seed=seed).queries)
+        cand = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=pool)
+        first = ev.score_run(retrieval.build_retriever("bm25", tr.corpus), cand.questions,
+                             cand.ds, cand.answers, NS, k=max(room_ranks[1], max(NS)))
+        keep = room_filter(first["first_rank"].to_dict(), *room_ranks)[:n_train_queries]
+        TRAIN[name, "room"] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=keep)
+        print(f"{name}: room run trains on {len(keep)} of {len(pool)} drawn questions (raw "
+              f"first answer-bearing rank {room_ranks[0]}-{room_ranks[1]})")
     TEST[name] = er.evidence_set(qdata.load_dataset(name, "test", data_dir=data_dir),
                                  drop_yes_no=drop_yes_no, n_queries=n_test_queries)
     SEARCH["train", name] = retrieval.build_retriever("bm25", tr.corpus)
@@ -146,7 +160,8 @@ for name in datasets:
     for run in [r for r in runs if name in RUN_DATASETS[r]]:
         t0 = time.perf_counter()
         SUMMARIES[name, run] = s_ = er.train_rewriter(
-            TRAIN[name], SEARCH["train", name], name=f"17-evidence-{name}-{run}",
+            TRAIN[name, "room"] if run == "room" else TRAIN[name], SEARCH["train", name],
+            name=f"17-evidence-{name}-{run}",
             prompt=PROMPTS[run], run_dir=run_dir, model=model, dataset=name, retriever="bm25",
             max_steps=train_steps, prompts_per_step=prompts_per_step,
             num_generations=num_generations,
@@ -158,6 +173,23 @@ for name in datasets:
         LOGS[name, run] = pd.read_csv(s_["log"], dtype={"qids": str})
         print(f"{name} {run}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
 save_json({f"{n}:{r}": s for (n, r), s in SUMMARIES.items()}, out_dir / "train_summaries.json")
+
+# %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report(SUMMARIES, "17_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Reward, reasoning length and query length over steps (Fig. 4)
@@ -177,7 +209,8 @@ plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
 # ## 3. Test: raw question, untrained and trained rewriters, injection removed
 #
 # Greedy rewrites of every test question by the untrained model and each trained adapter
-# (same prompt as its training); a completion without a query is searched as the raw
+# with the decoding contract of its training (prompt, prefill, stop strings, token budget,
+# parser); a completion without a query is searched as the raw
 # question. For each: H@N of the rewrite, the injection rate, and H@N of the cleaned
 # rewrite, each paired with the raw question (and the rewrite with its cleaned self) by a
 # 95% bootstrap over questions.
@@ -185,20 +218,27 @@ plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
 # %%
 RAW = {name: ev.score_run(SEARCH["test", name], TEST[name].questions, TEST[name].ds,
                           TEST[name].answers, NS) for name in datasets}
-budget = {"nothink": eval_max_new_tokens, "think": eval_think_max_new_tokens}
 RESULTS, rows, cmp_rows = {}, [], []
 for run in runs:
-    # the untrained model in one pass over every dataset; each dataset's own adapter after
-    untrained = er.rewrite_and_score(model, None, [PROMPTS[run]],
-                                     {n: TEST[n] for n in RUN_DATASETS[run]},
-                                     {n: SEARCH["test", n] for n in RUN_DATASETS[run]}, NS,
-                                     max_new_tokens=budget[run], batch_size=eval_batch_size)
+    # the untrained model in one pass over every dataset, with the decoding contract its
+    # training used (read from the first dataset's adapter); each dataset's own adapter after
+    first = SUMMARIES[RUN_DATASETS[run][0], run]["adapter"]
+    same = next((r for r in runs[:runs.index(run)] if PROMPTS[r] == PROMPTS[run]
+                 and DecodingContract.load(SUMMARIES[RUN_DATASETS[r][0], r]["adapter"])
+                 == DecodingContract.load(first)), None)  # the room run's is nothink's
+    untrained = ({(PROMPTS[run], n): RESULTS[f"untrained {same}", n] for n in RUN_DATASETS[run]}
+                 if same else
+                 er.rewrite_and_score(model, None, {PROMPTS[run]: DecodingContract.load(first)},
+                                      {n: TEST[n] for n in RUN_DATASETS[run]},
+                                      {n: SEARCH["test", n] for n in RUN_DATASETS[run]}, NS,
+                                      batch_size=eval_batch_size))
     for name in RUN_DATASETS[run]:
         n = len(TEST[name].questions)
         RESULTS[f"untrained {run}", name] = untrained[PROMPTS[run], name]
-        trained = er.rewrite_and_score(model, SUMMARIES[name, run]["adapter"], [PROMPTS[run]],
-                                       {name: TEST[name]}, {name: SEARCH["test", name]}, NS,
-                                       max_new_tokens=budget[run], batch_size=eval_batch_size)
+        a = SUMMARIES[name, run]["adapter"]
+        trained = er.rewrite_and_score(model, a, {PROMPTS[run]: a}, {name: TEST[name]},
+                                       {name: SEARCH["test", name]}, NS,
+                                       batch_size=eval_batch_size)
         RESULTS[f"trained {run}", name] = trained[PROMPTS[run], name]
         for label, kind, scale in (
                 (f"untrained {run}", "untrained", scale_columns(model, test_queries=n)),
@@ -273,10 +313,12 @@ pd.DataFrame(ex)
 # (`qrlib.methods.deepretrieval.reasoning`: words before `</think>`, words of the query the
 # lenient parser recovers). Early and late are the first and last quarter of the steps.
 #
-# A short chain is not necessarily concise reasoning: the prompt's layout shows an example
-# chain (`<think> your reasoning </think>`, as the paper's App. H shows
-# `<think> [thinking process] </think>`), and a small policy can learn to copy it. The
-# **echo share** counts the chains that are exactly that example (case and spacing ignored).
+# A short chain is not necessarily concise reasoning: a prompt whose layout shows an
+# example chain (the paper's App. H shows `<think> [thinking process] </think>`) invites a
+# small policy to copy it, and an earlier version of this workbook's prompt
+# (`<think> your reasoning </think>`) was copied in every trained test chain. The prompt
+# now describes the layout in words and shows no chain; the **echo share** counts chains
+# equal to one the prompt shows (case and spacing ignored; none, so NaN, when it shows none).
 
 # %%
 EXAMPLE = {run: reasoning.layout_chain(as_template(PROMPTS[run]).user) for run in runs}

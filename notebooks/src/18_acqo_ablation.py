@@ -24,7 +24,6 @@ k_star = 0  # Stage II bonus ranks, ACQO Eq. 10 (07's)
 test_datasets = ["2wikimultihopqa-mini"]  # 07's (and 12's) test sets
 n_test_queries = 4  # 07's n_test_queries (None: all)
 n_test_distractors = 60  # 07's n_test_distractors (None: the full corpus)
-eval_max_new_tokens = 12  # greedy budget of a test decomposition (07's)
 eval_batch_size = 8  # questions decoded together (07's)
 eval_autocast = False  # bf16 autocast of the greedy decoding (07's: fp32)
 eval_k = 100  # depth of each sub-query's list and of the fused list
@@ -187,6 +186,23 @@ for kind in retrievers:
 save_json({f"{r} | {k}": v for (r, k), v in TRAINED.items()}, out_dir / "ablation_runs.json")
 
 # %% [markdown]
+# ### Training health
+#
+# Per step and run (`qrlib.rl.health`): the reward, the shares of rollouts that are
+# well-formed and that hit the token budget, the share that copy the input query (*copy*)
+# or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
+# groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
+# copy or echo share is above 0.9 over its last quarter of steps.
+
+# %%
+from qrlib.rl.health import health_report
+
+HEALTH, health_lines = health_report({k: v[1] for k, v in TRAINED.items()}, "18_health",
+                                     tables_dir=tables_dir, figures_dir=figures_dir,
+                                     profile=profile, setting=model)
+print("\n".join(health_lines))
+
+# %% [markdown]
 # ### Training curves beside ACQO's
 #
 # The Stage II reward of each run (RRF-fused lists score differently from RSF-fused ones,
@@ -260,9 +276,8 @@ for kind in retrievers:
                    qrels={q: ds.qrels[q] for q in firsts[name]},
                    query_meta={q: m for q, m in ds.query_meta.items() if q in firsts[name]})
                for name, ds in TEST.items()}
-        again = decompose(model, S2.adapter(kind), sub, S1.prompt, prefill=S1.prefill,
-                          max_new_tokens=eval_max_new_tokens, batch_size=eval_batch_size,
-                          autocast=eval_autocast)
+        again = decompose(model, S2.adapter(kind), sub, batch_size=eval_batch_size,
+                          autocast=eval_autocast)  # the adapter's decoding contract
         for name, dec in again.items():
             same = sum(d["subqueries"] == ROWS["ACQO", name, kind][d["qid"]] for d in dec)
             record(f"{name}.{kind}.decode_check_agreement", same / len(dec))
@@ -276,9 +291,8 @@ for kind in retrievers:
         if k != kind:
             continue
         label = f"without RSF [{reading}]"
-        for name, dec in decompose(model, summ2["adapter"], TEST, S1.prompt,
-                                   prefill=S1.prefill, max_new_tokens=eval_max_new_tokens,
-                                   batch_size=eval_batch_size, autocast=eval_autocast).items():
+        for name, dec in decompose(model, summ2["adapter"], TEST, batch_size=eval_batch_size,
+                                   autocast=eval_autocast).items():  # its decoding contract
             GEN[label, name, kind] = dec
             ROWS[label, name, kind] = {d["qid"]: d["subqueries"] for d in dec}
             FUSION[label, name, kind] = "rrf"

@@ -24,7 +24,7 @@ from typing import Any
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import atomic_write
 
-__all__ = ["DecodingContract", "CONTRACT_FILE"]
+__all__ = ["DecodingContract", "CONTRACT_FILE", "decoding_settings"]
 
 CONTRACT_FILE = "decoding.json"
 
@@ -101,3 +101,20 @@ class DecodingContract:
         if diff:
             raise QrlibError("test decoding differs from the run's training decoding: "
                              + "; ".join(diff) + "; drop the argument or retrain")
+
+
+def decoding_settings(contract: Any, *, prompt: Any = None, fmt: str | None = None,
+                      prefill: str | None = None, max_new_tokens: int | None = None,
+                      stop: Any = None) -> dict[str, Any]:
+    """The five settings a test decoding uses: the contract's (a
+    :class:`DecodingContract` or an adapter folder) when one is given, refusing an explicit
+    argument that differs from it (:meth:`DecodingContract.check`); else the arguments as
+    given (``None`` where not given). Keys: ``prompt, fmt, prefill, max_new_tokens, stop``
+    (``stop`` a list)."""
+    if contract is None:
+        return {"prompt": prompt, "fmt": fmt, "prefill": prefill,
+                "max_new_tokens": max_new_tokens, "stop": list(stop or [])}
+    c = DecodingContract.resolve(contract)
+    c.check(prompt=prompt, fmt=fmt, prefill=prefill, max_new_tokens=max_new_tokens, stop=stop)
+    return {"prompt": c.prompt, "fmt": c.fmt, "prefill": c.prefill,
+            "max_new_tokens": c.max_new_tokens, "stop": list(c.stop)}

@@ -13,7 +13,7 @@ from typing import Any
 import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, rewards)
 from qrlib.core.errors import QrlibError
 from qrlib.generation import engine, policy
-from qrlib.generation.contract import DecodingContract
+from qrlib.generation.contract import decoding_settings
 from qrlib.generation.parsing import parse_completion
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.rl.rewards import same_query
@@ -51,13 +51,11 @@ def rewrite_queries(model: Any, tokenizer: Any, queries: dict[str, str], prompt:
 
     if mode not in ("rewrite", "expand"):
         raise QrlibError(f"mode must be 'rewrite' or 'expand', got {mode!r}")
-    if contract is not None:
-        c = DecodingContract.resolve(contract)
-        c.check(prompt=prompt, fmt=fmt, prefill=prefill, max_new_tokens=max_new_tokens,
-                stop=stop)
-        prompt, fmt, prefill, max_new_tokens, stop = (c.prompt, c.fmt, c.prefill,
-                                                      c.max_new_tokens, list(c.stop))
-    elif prompt is None:
+    d = decoding_settings(contract, prompt=prompt, fmt=fmt, prefill=prefill,
+                          max_new_tokens=max_new_tokens, stop=stop)
+    prompt, fmt, prefill, max_new_tokens, stop = (d["prompt"], d["fmt"], d["prefill"],
+                                                  d["max_new_tokens"], d["stop"])
+    if prompt is None:
         raise QrlibError("rewrite_queries needs a prompt or a contract (an adapter folder "
                          "or a DecodingContract)")
     fmt = "deepretrieval-nothink" if fmt is None else fmt

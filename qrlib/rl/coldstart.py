@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json
+from qrlib.generation.contract import CONTRACT_FILE, DecodingContract
 from qrlib.rl.checkpoints import RUN_LENGTH_FIELDS, fingerprint
 from qrlib.rl.config import TrainConfig, resolve_dtype
 from qrlib.rl.release import release_memory
@@ -52,6 +53,8 @@ def sft_adapter(cfg: TrainConfig, rows: Sequence[dict[str, Any]]) -> str:
     marker = sft_cfg.output_dir / "sft_settings.json"
     if (out / "adapter_config.json").exists() and marker.exists() and \
             json.loads(marker.read_text()) == settings:
+        if not (out / CONTRACT_FILE).exists():  # an adapter saved before contracts existed
+            DecodingContract.of(sft_cfg).save(out)
         print(f"[qrlib.rl.coldstart] {out} already trained with these settings; reused")
         return str(out)
     marker.unlink(missing_ok=True)

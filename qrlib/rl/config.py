@@ -191,9 +191,10 @@ class TrainConfig:
             DAPO Sec. 3.2 dynamic sampling: up to this many extra generation rounds per step
             replace the groups whose rewards are all equal with groups of fresh prompts; 0:
             off. Single-process only. qrlib (:func:`qrlib.rl.trainer.trainer_class`).
-        mask_truncated_completions (`bool`, defaults to `False`):
+        mask_truncated_completions (`bool`, defaults to `True`):
             Rollouts cut off by ``max_completion_length`` get no loss (DAPO Sec. 3.4,
-            overlong filtering). A rollout that used every token and does not end at a stop
+            overlong filtering), so a budget that cuts rollouts off cannot teach the
+            shortest valid output whatever it retrieves. A rollout that used every token and does not end at a stop
             string is cut off (:func:`qrlib.rl.steplog.is_truncated`; TRL's own test would
             also drop every rollout that ended at a vLLM stop string); the share is logged
             per step (``truncated`` in ``log.csv``) whether or not it is masked. TRL
@@ -320,7 +321,7 @@ class TrainConfig:
     beta: float | None = None
     scale_rewards: str | None = None
     dynamic_sampling: int = 0
-    mask_truncated_completions: bool = False
+    mask_truncated_completions: bool = True
     # ---- vLLM rollouts
     use_vllm: bool | None = None
     vllm_gpu_memory_utilization: float = 0.3

@@ -5,7 +5,8 @@ reward environment.
   a retrieval collection, the (cut) dataset;
 * :func:`build_prompts` -- the ``datasets.Dataset`` the trainer samples prompts from;
 * :func:`fill_prefill` -- one row's assistant-turn prefill (``{field}`` placeholders filled);
-* :func:`build_env` -- the :class:`~qrlib.rl.env.RewardEnv` the config describes.
+* :func:`build_env` -- the :class:`~qrlib.rl.env.RewardEnv` the config describes;
+* :func:`room_filter` -- the training questions with room to improve (a lever row).
 """
 from __future__ import annotations
 
@@ -22,7 +23,27 @@ from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl.config import TrainConfig
 from qrlib.rl.env import RewardEnv
 
-__all__ = ["build_prompts", "fill_prefill", "load_rows", "build_env"]
+__all__ = ["build_prompts", "fill_prefill", "load_rows", "build_env", "room_filter"]
+
+
+def room_filter(first_ranks: Mapping[str, Any], lo: int = 2, hi: int = 50) -> list[str]:
+    """The questions whose raw query ranks its first relevant document at ``lo``..``hi``
+    (``first_ranks``: question id -> that rank, None or NaN when not retrieved), in the
+    mapping's order. A question solved at rank 1 leaves the rewriter nothing to gain over
+    copying it; one whose document is out of reach gives a group without reward spread; the
+    ones between are where a rewrite can move the reward (a lever row against a training
+    pool where copying is optimal)."""
+    import math
+
+    if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
+        raise QrlibError(f"room_filter needs integers 1 <= lo <= hi, got lo={lo!r}, hi={hi!r}")
+    out = []
+    for q, r in first_ranks.items():
+        if r is None or (isinstance(r, float) and math.isnan(r)):
+            continue
+        if lo <= int(r) <= hi:
+            out.append(str(q))
+    return out
 
 
 def build_prompts(queries: dict[str, str] | Sequence[dict[str, Any]], tokenizer: Any,

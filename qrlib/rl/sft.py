@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from qrlib.core.errors import QrlibError
+from qrlib.generation.contract import DecodingContract
 from qrlib.generation.parsing import sft_target
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.rl.config import TrainConfig, cuda_available, grad_checkpointing
@@ -54,4 +55,5 @@ def sft_warm_start(cfg: TrainConfig, model: Any, tok: Any, rows: Sequence[dict[s
     trainer.train()
     trainer.save_model(str(cfg.output_dir / "sft" / "adapter"))
     tok.save_pretrained(str(cfg.output_dir / "sft" / "adapter"))
+    DecodingContract.of(cfg).save(cfg.output_dir / "sft" / "adapter")  # its test decoding
     return trainer.model

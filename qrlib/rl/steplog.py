@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 from qrlib.core.io import atomic_path, atomic_write
 from qrlib.generation.parsing import completion_text, parse_completion
 from qrlib.generation.policy import cut_at_stop
+from qrlib.rl.health import echo_of
 from qrlib.rl.rewards import same_query
 from qrlib.rl.rows import fill_prefill
 
@@ -48,8 +49,10 @@ class TimedReward:
     numeric fields of ``env.records`` added during the batch)."""
 
     def __init__(self, env: Callable[..., list[float]], fmt: str, prefill: str = "",
-                 stop: Sequence[str] = (), budget: int | None = None) -> None:
+                 stop: Sequence[str] = (), budget: int | None = None,
+                 examples: frozenset[str] = frozenset()) -> None:
         self.env = env
+        self.examples = examples  # the prompt's own examples (qrlib.rl.health.echo_of)
         self.prefill = prefill
         # rollouts are cut after their first stop string, as vLLM cuts them: transformers
         # stops only after the token that completes it, which may carry more text
@@ -117,9 +120,13 @@ class TimedReward:
         agg["modified"] = (sum(1 for r, o in zip(rw, originals) if r is not None and o is not None
                                and not same_query(r, str(o)))
                            / max(sum(r is not None for r in rw), 1))
+        n = max(len(texts), 1)
+        agg["copy"] = sum(1 for r, o in zip(rw, originals) if r is not None and o is not None
+                          and same_query(r, str(o))) / n
+        agg["echo"] = sum(echo_of(p, self.examples) for p in loose) / n
         agg["qids"] = ";".join(dict.fromkeys(str(q) for q in (columns.get("qid") or [])))
         self.batches.append(agg)
-        for t, p, r, o in list(zip(texts, parsed, rewards, originals))[:4]:
+        for t, p, r, o in zip(texts, parsed, rewards, originals):  # every rollout
             self.samples.append({"query": o, "completion": t, "ok": p.ok, "reward": r})
         return rewards
 
@@ -138,7 +145,7 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
     ratios) plus format-valid rate, modification rate, per-part rewards and step time."""
 
     COLUMNS = ["step", "reward", "reward_std", "frac_reward_zero_std", "format_valid",
-               "modified", "truncated", "completion_length", "kl", "entropy", "loss",
+               "modified", "copy", "echo", "truncated", "completion_length", "kl", "entropy", "loss",
                "step_seconds", "reward_seconds", "generation_seconds", "qids"]
 
     def __init__(self, path: str | os.PathLike, reward: TimedReward,

@@ -46,6 +46,7 @@ from qrlib.core.lock import run_lock
 from qrlib.data.rows import check_rows, rows_from_queries
 from qrlib.generation import engine
 from qrlib.generation.contract import CONTRACT_FILE, DecodingContract
+from qrlib.rl.health import HEALTH_FILE, template_examples, write_health
 from qrlib.generation.parsing import sft_target
 from qrlib.generation.policy import load_policy
 from qrlib.generation.prompts import as_template
@@ -139,15 +140,21 @@ def _train(cfg: TrainConfig, *, env: Any = None,
             save_json(current, out / "config.json")
             resume = last_checkpoint(out, quarantine=True, verbose=True) if cfg.resume else None
     if done is not None:
-        if not (out / "adapter" / CONTRACT_FILE).exists() and process_rank()[0] == 0:
-            DecodingContract.of(cfg).save(out / "adapter")  # a run finished before it existed
+        for folder in (out / "adapter", out / "sft" / "adapter"):  # runs finished before
+            if folder.is_dir() and not (folder / CONTRACT_FILE).exists() and \
+                    process_rank()[0] == 0:  # contracts existed
+                DecodingContract.of(cfg).save(folder)
+        if process_rank()[0] == 0 and (out / "log.csv").exists() and \
+                not (out / HEALTH_FILE).exists():
+            write_health(out)
         print(f"[qrlib.rl.train] {out} already trained to step {done['steps']} "
               f"(max_steps {cfg.max_steps}); nothing to do")
         return done
     set_seed(cfg.seed)
     fmt = cfg.completion_format
     reward = TimedReward(env, fmt, cfg.prefill, stop=cfg.stop,
-                         budget=cfg.max_completion_length)
+                         budget=cfg.max_completion_length,
+                         examples=template_examples(cfg.prompt))
 
     cuda = cuda_available()
     dtype = resolve_dtype(cfg.dtype)
@@ -232,6 +239,8 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "processes": trainer.accelerator.num_processes}
     if trainer.accelerator.is_main_process:
         save_json(summary, out / "summary.json")
+        if (out / "log.csv").exists():
+            write_health(out)  # the per-step health table (qrlib.rl.health)
     # a library's stored exception would keep this call's frames (the trainer, the policy,
     # the engine) alive for the rest of the process (qrlib.rl.release)
     del trainer, model, result, gen

@@ -990,12 +990,24 @@ def _acqo_ablation(d: Doc) -> str:
         baseline_kind="trained")
 
 
+def _prompting(d: Doc) -> str:
+    """The training-free rows every RL row is measured against (notebook 19)."""
+    return _comparisons_section(
+        d, "19_comparisons", "Prompting baselines without training (notebook 19)",
+        "The untrained policy used without RL (Xu et al., arXiv:2510.17139): SPQE's "
+        "pseudo-document expansion in three readings (`spqe` q + d, `spqe-q2d` the query "
+        "five times + d, `pseudo-doc` d alone) and the best of its rewriting prompts "
+        "(chosen on training queries; `19_prompt_selection.md`), each against the raw query "
+        "on the whole test split; a trained row is worth its training only where it beats "
+        "these too.")
+
+
 SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
     ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
     ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
     ("acqo transfer", _acqo_transfer), ("acqo ablation", _acqo_ablation), ("sage", _sage), ("rl-qr", _rlqr),
     ("beyond BEIR", _audit), ("sql", _sql), ("evidence", _evidence),
-    ("timings", _timings), ("gaps", _gaps),
+    ("prompting", _prompting), ("timings", _timings), ("gaps", _gaps),
     ("other tables", _other_tables)]
 
 

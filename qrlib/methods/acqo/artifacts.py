@@ -49,3 +49,14 @@ class Stage1Record:
             raise QrlibError(f"notebook 06 trained no Stage I adapter for {retriever!r} "
                              f"(it trained: {', '.join(sorted(self.summaries)) or 'none'})")
         return self.summaries[retriever]
+
+    def contract(self, retriever: str, prompt: str | None = None) -> Any:
+        """The decoding contract Stage I of ``retriever`` trained with (its adapter's
+        ``decoding.json``: prompt, prefill, stop strings, budget, parser), with another
+        ``prompt`` for an untrained row that is decoded as Stage I's rollouts were."""
+        import dataclasses
+
+        from qrlib.generation.contract import DecodingContract
+
+        c = DecodingContract.load(self.summary(retriever)["adapter"])
+        return c if prompt is None else dataclasses.replace(c, prompt=prompt)

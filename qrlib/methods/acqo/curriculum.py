@@ -17,6 +17,7 @@ from typing import Any
 import qrlib.methods.registry  # noqa: F401  (prompt and format names come from callers)
 from qrlib.core.errors import QrlibError
 from qrlib.generation import policy  # policy.generate: late-bound, patchable in tests
+from qrlib.generation.contract import decoding_settings
 from qrlib.generation.engine import chunk_size
 from qrlib.generation.parsing import parse_completion
 from qrlib.generation.prompts import as_template, render_prompt
@@ -26,14 +27,19 @@ from qrlib.rl.rewards import ndcg_at_k
 
 
 def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
-                            prompt: Any, *, prefill: str = "", fmt: str = "acqo",
-                            max_subqueries: int | None = 3, n: int = 1,
-                            do_sample: bool = False, temperature: float = 1.0,
-                            top_p: float = 1.0, max_new_tokens: int = 64,
+                            prompt: Any = None, *, prefill: str | None = None,
+                            fmt: str | None = None, max_subqueries: int | None = 3,
+                            n: int = 1, do_sample: bool = False, temperature: float = 1.0,
+                            top_p: float = 1.0, max_new_tokens: int | None = None,
                             batch_size: int = 8, seed: int | None = None,
-                            progress: bool = True,
-                            autocast: bool | None = False) -> list[dict[str, Any]]:
+                            progress: bool = True, autocast: bool | None = False,
+                            stop: Any = None, contract: Any = None) -> list[dict[str, Any]]:
     """``n`` decompositions per row (greedy unless ``do_sample``), parsed.
+
+    ``contract``: a :class:`~qrlib.generation.contract.DecodingContract` or the adapter folder
+    a training run wrote: its prompt, prefill, stop strings, budget and parser, refusing an
+    explicit argument that differs (:func:`~qrlib.generation.contract.decoding_settings`).
+    Without one: ``prompt`` is required, ``fmt="acqo"``, no prefill, 64 tokens, no stop.
 
     ``autocast``: bf16 autocast of the matmuls on CPU (:func:`qrlib.generation.policy.generate`); about
     4x faster generation here, at the price of outputs that may differ from fp32 decoding.
@@ -44,7 +50,16 @@ def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[s
     (the sub-queries came from the lenient parser or the fallback), ``gen_tokens``,
     ``gen_seconds`` (the row's share of its batch time).
     """
-    template = as_template(prompt)
+    d = decoding_settings(contract, prompt=prompt, fmt=fmt, prefill=prefill,
+                          max_new_tokens=max_new_tokens, stop=stop)
+    if d["prompt"] is None:
+        raise QrlibError("generate_decompositions needs a prompt or a contract (an adapter "
+                         "folder or a DecodingContract)")
+    template = as_template(d["prompt"])
+    fmt = d["fmt"] or "acqo"
+    prefill = d["prefill"] or ""
+    max_new_tokens = d["max_new_tokens"] or 64
+    stop = d["stop"] or None
     out: list[dict[str, Any]] = []
     batch_size = chunk_size(batch_size, len(rows))
     starts = range(0, len(rows), batch_size)
@@ -60,7 +75,7 @@ def generate_decompositions(model: Any, tokenizer: Any, rows: Sequence[Mapping[s
         outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
                                do_sample=do_sample, temperature=temperature, top_p=top_p,
                                num_return_sequences=n, batch_size=batch_size, seed=seed,
-                               autocast=autocast)
+                               autocast=autocast, stop=stop)
         per = (time.perf_counter() - t0) / max(len(outs), 1)
         for i, comp in enumerate(outs):
             r = chunk[i // n]
@@ -137,9 +152,27 @@ def tau_by_question(rewards: Sequence[float], qids: Sequence[str]) -> dict[str, 
     return {q: acqo_tau(v) for q, v in by.items()}
 
 
-def keep_for_stage2(tau: Mapping[str, float], tau_thres: float = 5 / 3) -> list[str]:
-    """ACQO Eq. 8: questions with tau(q) <= tau_thres (sorted)."""
-    return sorted(acqo_curriculum(tau, tau_thres))
+def keep_for_stage2(tau: Mapping[str, float], tau_thres: float = 5 / 3,
+                    tau_min: float | None = None) -> list[str]:
+    """ACQO Eq. 8: questions with tau(q) <= tau_thres (sorted); with ``tau_min``, only those
+    above it too (our lower bound: a question whose Stage I rollouts all fail gives a group
+    without reward spread, from which Stage II learns nothing)."""
+    kept = acqo_curriculum(tau, tau_thres)
+    if tau_min is not None:
+        kept = [q for q in kept if tau[q] > tau_min]
+    return sorted(kept)
+
+
+def weaker_share(scores: Mapping[str, float], share: float = 0.5) -> list[str]:
+    """ACQO App. B's Stage I pre-filter on HotpotQA: keep the ``share`` of the questions
+    whose raw question scores lowest (``scores``: question id -> the reward of the question
+    searched as it is), dropping the higher-performing ones. Ties are broken by question
+    id, so the choice is deterministic. Returns the kept ids, sorted."""
+    if not 0 < share <= 1:
+        raise QrlibError(f"share must be in (0, 1], got {share}")
+    order = sorted(scores, key=lambda q: (float(scores[q]), str(q)))
+    n = max(1, round(len(order) * share)) if order else 0
+    return sorted(order[:n])
 
 
 class SubqueryProbe:

@@ -25,8 +25,7 @@ _RULES_COMMON = (
 _RULES_DECOMPOSE = (
     "- If it helps retrieval, you may write several queries, but never more than 3.\n"
     "- Reply with JSON only, using the key \"query\": {{\"query\": \"...\"}}\n"
-    "- When you write several queries, put them in the same string separated by %%, "
-    "e.g. {{\"query\": \"first%%second%%third\"}}\n")
+    "- When you write several queries, put them in the same string, separated by %%.\n")
 
 _RULES_SINGLE = (
     "- Write exactly one query.\n"
@@ -49,19 +48,37 @@ register(PromptTemplate(
     meta={"fmt": "acqo", "max_subqueries": 1}))
 
 # A one-shot variant: the same rules plus one worked split. An untrained 0.5B model given
-# only the rules never splits a question (issue #10's probe: 1.0 sub-queries on average),
-# so GRPO sees groups of near-identical copies with no reward spread. The example seeds
-# exploration; RL then decides when to split and what to put in each part. The example is
-# ours and deliberately off-domain (no film/person question of the test sets).
-_EXAMPLE = (
-    "Example:\n"
-    "Current question:\nWhich was founded first, the University of Oslo or Uppsala "
-    "University?\n"
-    "{{\"query\": \"Which was founded first, the University of Oslo or Uppsala University?"
-    "%%University of Oslo founded%%Uppsala University founded\"}}\n\n")
+# only the rules never splits a question (a probe: 1.0 sub-queries on average), so GRPO
+# sees groups of near-identical copies with no reward spread. The example seeds
+# exploration; RL then decides when to split and what to put in each part. Ours and
+# deliberately off-domain (no film/person question of the test sets), no guessed answers.
+#
+# A few-shot variant with one example of each length (one, three and two queries, in that
+# order), so that no fixed number of sub-queries is the pattern to copy: with the one-shot
+# three-part example the untrained 0.5B model wrote 3 sub-queries for 434 of 516 test
+# questions and ACQO's trained model for 512, so the adaptive choice never showed.
+_SHOTS = {
+    "single": ("When was the Eiffel Tower completed?",
+               "Eiffel Tower construction completed year"),
+    "three": ("Which was founded first, the University of Oslo or Uppsala University?",
+              "Which was founded first, the University of Oslo or Uppsala University?"
+              "%%University of Oslo founded%%Uppsala University founded"),
+    "two": ("Which river is longer, the Danube or the Rhine?",
+            "Danube river length%%Rhine river length"),
+}
 
-register(PromptTemplate(
-    name="acqo/decompose-oneshot", system=_SYSTEM,
-    user=_USER.replace("{rules}", _RULES_COMMON + _RULES_DECOMPOSE + "\n" + _EXAMPLE),
-    fields=("context", "question"), source="ACQO App. C, Fig. 7a + one worked example (ours)",
-    meta={"fmt": "acqo", "max_subqueries": 3}))
+
+def _shots(keys: tuple[str, ...]) -> str:
+    head = "Example:\n" if len(keys) == 1 else "Examples:\n"
+    return head + "".join(f"Current question:\n{_SHOTS[k][0]}\n"
+                          f"{{{{\"query\": \"{_SHOTS[k][1]}\"}}}}\n\n" for k in keys)
+
+
+for _name, _keys, _what in (("oneshot", ("three",), "one worked example"),
+                            ("fewshot", ("single", "three", "two"),
+                             "examples of 1, 3 and 2 queries")):
+    register(PromptTemplate(
+        name=f"acqo/decompose-{_name}", system=_SYSTEM,
+        user=_USER.replace("{rules}", _RULES_COMMON + _RULES_DECOMPOSE + "\n" + _shots(_keys)),
+        fields=("context", "question"), source=f"ACQO App. C, Fig. 7a + {_what} (ours)",
+        meta={"fmt": "acqo", "max_subqueries": 3}))

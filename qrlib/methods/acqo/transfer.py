@@ -58,16 +58,22 @@ def rule_split(question: str, max_subqueries: int = 3) -> list[str]:
 
 
 def decompose(model: str, adapter: str | os.PathLike | None, datasets: Mapping[str, Any],
-              prompt: str, *, prefill: str = "", max_new_tokens: int = 72,
-              batch_size: int = 16, autocast: bool | None = False) -> dict[str, list[dict]]:
+              prompt: Any = None, *, contract: Any = None, prefill: str | None = None,
+              max_new_tokens: int | None = None, batch_size: int = 16,
+              autocast: bool | None = False) -> dict[str, list[dict]]:
     """``{dataset: decompositions}`` of every test question of each dataset, greedy, by the
-    base ``model`` or with ``adapter`` (loaded once, freed after)."""
+    base ``model`` or with ``adapter`` (loaded once, freed after). With an adapter the
+    decoding contract defaults to the one its training saved (``contract=adapter``:
+    prompt, prefill, stop strings, budget, parser); without one, pass a contract or the
+    prompt and its settings (:func:`qrlib.methods.acqo.curriculum.generate_decompositions`)."""
+    if contract is None and adapter is not None:
+        contract = adapter
     m, tok = policy.load_policy(model, adapter=adapter)
     try:
         return {name: generate_decompositions(m, tok, qrows.rows_from_dataset(ds), prompt,
                                               prefill=prefill, max_new_tokens=max_new_tokens,
-                                              progress=False, autocast=autocast,
-                                              batch_size=batch_size)
+                                              contract=contract, progress=False,
+                                              autocast=autocast, batch_size=batch_size)
                 for name, ds in datasets.items()}
     finally:
         del m

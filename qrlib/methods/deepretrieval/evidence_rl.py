@@ -89,29 +89,29 @@ def train_rewriter(data: EvidenceSet, searcher: Any, *, name: str, prompt: str,
     return train(cfg, env=env, queries=data.questions)
 
 
-def rewrite_and_score(model: str, adapter: str | os.PathLike | None, prompts: Sequence[str],
-                      sets: Mapping[str, EvidenceSet], searchers: Mapping[str, Any],
-                      ns: Sequence[int], *, max_new_tokens: int = 64, batch_size: int = 8,
+def rewrite_and_score(model: str, adapter: str | os.PathLike | None,
+                      contracts: Mapping[str, Any], sets: Mapping[str, EvidenceSet],
+                      searchers: Mapping[str, Any], ns: Sequence[int], *,
+                      batch_size: int = 8,
                       autocast: bool | None = False) -> dict[tuple[str, str], dict[str, Any]]:
-    """For each prompt and dataset: ``{(prompt, dataset): {"rewrites", "injection",
-    "rewrite", "cleaned"}}``: the greedy rewrites (indexed by qid), the injection frame
-    (answer strings the rewrite added and the cleaned rewrite, App. E), and H@N of the
-    rewrite and of the cleaned rewrite (:func:`~qrlib.methods.deepretrieval.evidence.score_run`).
-    The model (with ``adapter`` when given) is loaded once and freed after."""
+    """For each decoding contract (key -> a :class:`~qrlib.generation.contract.DecodingContract`
+    or an adapter folder: the prompt, prefill, stop strings, budget and parser of training)
+    and dataset: ``{(key, dataset): {"rewrites", "injection", "rewrite", "cleaned"}}``: the
+    greedy rewrites (indexed by qid), the injection frame (answer strings the rewrite added
+    and the cleaned rewrite, App. E), and H@N of the rewrite and of the cleaned rewrite
+    (:func:`~qrlib.methods.deepretrieval.evidence.score_run`). The model (with ``adapter``
+    when given) is loaded once and freed after."""
     m, tok = policy.load_policy(model, adapter=adapter)
     out = {}
     try:
-        for prompt in prompts:
-            meta = as_template(prompt).meta
+        for key, contract in contracts.items():
             for name, s in sets.items():
-                rw = rewrite.rewrite_queries(m, tok, s.questions, prompt, fmt=meta["fmt"],
-                                             prefill=meta.get("prefill", ""),
-                                             max_new_tokens=max_new_tokens,
+                rw = rewrite.rewrite_queries(m, tok, s.questions, contract=contract,
                                              batch_size=batch_size, progress=False,
                                              autocast=autocast).set_index("qid")
                 searched = rw["search_text"].to_dict()
                 inj = ev.injection_frame(s.questions, searched, s.answers)
-                out[prompt, name] = {
+                out[key, name] = {
                     "rewrites": rw, "injection": inj,
                     "rewrite": ev.score_run(searchers[name], searched, s.ds, s.answers, ns),
                     "cleaned": ev.score_run(searchers[name], inj["cleaned"].to_dict(), s.ds,

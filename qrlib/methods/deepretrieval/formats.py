@@ -19,6 +19,9 @@ from qrlib.generation.parsing import (ANS_CLOSE, ANS_OPEN, THINK_CLOSE, THINK_OP
                                       split_subqueries, strip_fence, think_content)
 
 SOURCE = "DeepRetrieval Sec. 2.2, App. H"
+LEAD_INS = ("Let me rewrite the query with reasoning.", "Let me write the SQL query with reasoning.")
+"""The sentences the think prompts prefill before ``<think>`` (App. H: the assistant turn
+starts "Let me rewrite the query with reasoning."); the only text allowed before it."""
 
 
 def _tag_structure(text: str, think: bool) -> str | None:
@@ -42,6 +45,11 @@ def _tag_structure(text: str, think: bool) -> str | None:
 
 def _parse_deepretrieval(text: str, lenient: bool, think: bool, think_prefilled: bool,
                          fmt: str, max_sub: int) -> ParseResult:
+    lead = text.lstrip()
+    for s in LEAD_INS:  # the prefilled lead-in is not the model's text
+        if lead.startswith(s):
+            text = lead[len(s):]
+            break
     if think and think_prefilled and not text.lstrip().startswith(THINK_OPEN):
         text = THINK_OPEN + text
     blocks = answer_blocks(text)

@@ -6,17 +6,21 @@ variants), then give the final query as JSON ``{"query": ...}`` inside
 (PICO) and BM25 tasks; natural-language expansion for dense retrieval; a single SQL
 statement for database search. Every task has a ``-think`` and a ``-nothink`` variant
 (the paper's "w/o reasoning" ablation, Table 1). The paper's prompts end the assistant
-turn with an opened ``<think>``; ``meta["prefill"]`` holds that text for callers that
-prefill it (then parse with ``think_prefilled=True``).
+turn with a lead-in sentence and an opened ``<think>`` ("Let me rewrite the query with
+reasoning. <think>", App. H); ``meta["prefill"]`` holds that text for callers that prefill
+it. The think layout is described in words, with no placeholder the model could copy into
+its reasoning (an earlier ``<think> your reasoning </think>`` was copied verbatim by a
+trained rewriter).
 """
 from __future__ import annotations
 
 from qrlib.generation.prompts import PromptTemplate, register
+from qrlib.methods.deepretrieval.formats import LEAD_INS
 
-_THINK = ("First reason about the request inside <think> </think> tags. Then give the final "
-          "result as JSON inside <answer> </answer> tags, exactly once, and write nothing "
-          "after </answer>. Layout: <think> your reasoning </think> <answer> "
-          "{{\"query\": \"...\"}} </answer>")
+_THINK = ("Reason about the request step by step first, and end your reasoning with </think> "
+          "(the <think> that opens it is already written). Then give the final result once, "
+          "between the tags <answer> and </answer>, as a JSON object whose only key is "
+          "\"query\", and write nothing after </answer>.")
 _NOTHINK = ("Do not explain. Give the final result as JSON inside <answer> </answer> tags "
             "and nothing else. Layout: <answer> {{\"query\": \"...\"}} </answer>")
 
@@ -65,5 +69,6 @@ for _task, _t in _TASKS.items():
             name=f"deepretrieval/{_task}-{_variant}", system=_t["system"],
             user=_t["user"] + _tail, fields=_t["fields"], source=_t["source"],
             meta={"fmt": "deepretrieval" if _variant == "think" else "deepretrieval-nothink",
-                  "prefill": "<think>" if _variant == "think" else "",
+                  "prefill": f"{LEAD_INS[_task == 'sql']} <think>" if _variant == "think"
+                  else "",
                   "task": _task}))

@@ -32,6 +32,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.data import sql as sandbox
 from qrlib.eval.spider_hardness import LEVELS, hardness
 from qrlib.generation import engine, policy
+from qrlib.generation.contract import decoding_settings
 from qrlib.generation.parsing import parse_completion, sft_target
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.methods.deepretrieval.rewards import sql_execution_match
@@ -48,19 +49,29 @@ def _check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
                          "qrlib.data.rows.rows_from_spider)")
 
 
-def generate_sql(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], prompt: str, *,
-                 prefill: str | None = None, max_new_tokens: int = 160, batch_size: int = 8,
-                 autocast: bool | None = False, progress: bool = False) -> Any:
+def generate_sql(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]],
+                 prompt: str | None = None, *, prefill: str | None = None,
+                 max_new_tokens: int | None = None, batch_size: int = 8,
+                 autocast: bool | None = False, progress: bool = False,
+                 stop: Any = None, contract: Any = None) -> Any:
     """Greedy SQL for each row; one row per question with ``qid, db_id, completion,
     format_ok, sql, think_words, gen_tokens, gen_seconds`` (``sql`` empty when nothing
-    parses). The prompt's ``meta`` gives its output format, and its prefill unless
-    ``prefill`` is given (e.g. ``<answer>{"query": "SELECT``, as the training rollouts)."""
+    parses). ``contract``: a :class:`~qrlib.generation.contract.DecodingContract` or an
+    adapter folder, whose prompt, prefill, stop strings, budget and parser are used (an
+    explicit argument that differs is an error). Without one, the prompt's ``meta`` gives
+    its output format, and its prefill unless ``prefill`` is given; 160 tokens."""
     import pandas as pd
 
     _check_rows(rows)
-    template = as_template(prompt)
-    fmt = template.meta.get("fmt", "deepretrieval-nothink")
-    prefill = template.meta.get("prefill", "") if prefill is None else prefill
+    d = decoding_settings(contract, prompt=prompt, prefill=prefill,
+                          max_new_tokens=max_new_tokens, stop=stop)
+    if d["prompt"] is None:
+        raise QrlibError("generate_sql needs a prompt or a contract")
+    template = as_template(d["prompt"])
+    fmt = d["fmt"] or template.meta.get("fmt", "deepretrieval-nothink")
+    prefill = template.meta.get("prefill", "") if d["prefill"] is None else d["prefill"]
+    max_new_tokens = d["max_new_tokens"] or 160
+    stop = d["stop"] or None
     out_rows = []
     step = engine.chunk_size(batch_size, len(rows))
     starts = range(0, len(rows), step)
@@ -74,7 +85,7 @@ def generate_sql(model: Any, tokenizer: Any, rows: Sequence[Mapping[str, Any]], 
                                question=r["question"]) for r in chunk]
         t0 = time.perf_counter()
         outs = policy.generate(model, tokenizer, texts, max_new_tokens=max_new_tokens,
-                               batch_size=batch_size, autocast=autocast)
+                               batch_size=batch_size, autocast=autocast, stop=stop)
         per = (time.perf_counter() - t0) / len(chunk)
         for r, out in zip(chunk, outs):
             full = prefill + out

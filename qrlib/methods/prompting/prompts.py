@@ -21,4 +21,4 @@ for _kind, _text in PSEUDO_DOC.items():
     register(PromptTemplate(
         name=f"prompting/pseudo-doc-{_kind}", system="", user=_text, fields=("query",),
         source="SPQE (Xu et al., arXiv:2510.17139); Query2doc; HyDE",
-        meta={"family": "pseudo-doc", "kind": _kind}))
+        meta={"baseline": "pseudo-doc", "kind": _kind, "fmt": "plain"}))

@@ -140,6 +140,22 @@ def hard_subset(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int
     return {q: queries[q] for q in keep}, {q: dict(qrels[q]) for q in keep}
 
 
+def room_subset(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]],
+                searcher: Any, *, lo: int = 2, hi: int = 50) -> tuple[dict[str, str],
+                                                                   dict[str, dict[str, int]]]:
+    """The synthetic questions whose raw question ranks their source at ``lo``..``hi`` for
+    ``searcher`` (:func:`qrlib.rl.rows.room_filter`): neither solved at rank 1 (copying is
+    then optimal) nor out of reach (no reward spread)."""
+    from qrlib.rl.rows import room_filter
+
+    qids = list(queries)
+    ranked = searcher.search([queries[q] for q in qids], hi)
+    first = {q: next((i for i, (doc, _) in enumerate(r, 1) if doc in qrels[q]), None)
+             for q, r in zip(qids, ranked)}
+    keep = room_filter(first, lo, hi)
+    return {q: queries[q] for q in keep}, {q: dict(qrels[q]) for q in keep}
+
+
 def train_rewriter(name: str, searcher: Any, queries: Mapping[str, str],
                    qrels: Mapping[str, Mapping[str, int]], *, run_dir: str | Path,
                    k: int = 3, prefill: str = "<answer>", **train_kw: Any) -> dict[str, Any]:

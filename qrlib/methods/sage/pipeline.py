@@ -9,7 +9,8 @@
    one corpus, which training and evaluation search alike;
 3. :func:`train_variant` trains one variant with GRPO (:func:`qrlib.rl.train.train`), its
    prompt's answer format parsed leniently as the test rewrites are;
-4. :func:`rewrite_test` rewrites the test queries greedily with the base model or an adapter
+4. :func:`rewrite_test` rewrites the test queries greedily with the base model or an adapter,
+   under the decoding contract of training
    (``modified`` is Table 3's modification rate), and
    :func:`~qrlib.eval.scoring.search_scores` (re-exported) scores any search texts;
 5. :func:`evaluate` does both for the raw query, the untrained model with each prompt and
@@ -33,6 +34,7 @@ from qrlib.eval.scale import scale_columns
 from qrlib.data import datasets as qdata
 from qrlib.eval.scoring import search_scores
 from qrlib.generation import policy, rewrite
+from qrlib.generation.contract import DecodingContract
 from qrlib.generation.prompts import as_template
 from qrlib.rl.env import RewardEnv
 from qrlib.rl.train import load_config, train
@@ -64,21 +66,27 @@ class Variant:
         return as_template(self.prompt).meta.get("prefill", "")
 
 
-def variants(copy_penalty: float = 0.05, ablation_p: Iterable[float] = ()) -> dict[str, Variant]:
+def variants(copy_penalty: float = 0.05, ablation_p: Iterable[float] = (), *,
+             reasoning: bool = False) -> dict[str, Variant]:
     """Every variant by key. ``copy_penalty`` is ``p`` of Eq. 3 in the main runs (SAGE Sec.
-    4.3 uses 0.05); ``ablation_p`` adds a proactive SCS run per value (Table 3: 0.02)."""
+    4.3 uses 0.05); ``ablation_p`` adds a proactive SCS run per value (Table 3: 0.02).
+    ``reasoning``: the paper's prompts (``<think>`` first, App. A.1 Fig. 5:
+    ``sage/proactive``, ``sage/conservative``); else their no-reasoning variants with the
+    same layout and examples (``sage/guided``, ``sage/guided-conservative``), which fit a
+    CPU's rollout budget."""
     p = float(copy_penalty)
+    pro, con = (("sage/proactive", "sage/conservative") if reasoning
+                else ("sage/guided", "sage/guided-conservative"))
     out = [Variant("unguided", "unguided RL (DeepRetrieval-style)", "generic/rewrite",
                    "deepretrieval_ndcg", {"format_penalty": 0.0}),
-           Variant("direct", "SAGE Direct", "sage/guided", "sage_direct", {"p": p}),
-           Variant("scs", "SAGE-SCS", "sage/guided", "sage_scs", {"p": p}),
-           Variant("crs", "SAGE-CRS", "sage/guided", "sage_crs", {"p": p}),
-           Variant("conservative", "SCS, conservative prompt, p=0", "sage/guided-conservative",
-                   "sage_scs", {"p": 0.0}),
-           Variant("proactive", "SCS, proactive prompt, p=0", "sage/guided", "sage_scs",
-                   {"p": 0.0})]
+           Variant("direct", "SAGE Direct", pro, "sage_direct", {"p": p}),
+           Variant("scs", "SAGE-SCS", pro, "sage_scs", {"p": p}),
+           Variant("crs", "SAGE-CRS", pro, "sage_crs", {"p": p}),
+           Variant("conservative", "SCS, conservative prompt, p=0", con, "sage_scs",
+                   {"p": 0.0}),
+           Variant("proactive", "SCS, proactive prompt, p=0", pro, "sage_scs", {"p": 0.0})]
     out += [Variant(f"proactive-p{float(x):g}", f"SCS, proactive prompt, p={float(x):g}",
-                    "sage/guided", "sage_scs", {"p": float(x)}) for x in ablation_p]
+                    pro, "sage_scs", {"p": float(x)}) for x in ablation_p]
     return {v.key: v for v in out}
 
 
@@ -123,22 +131,18 @@ def train_variant(v: Variant, searcher: Any, full: Any, train_queries: Mapping[s
     return train(cfg, env=env, queries=dict(train_queries))
 
 
-def rewrite_test(model: str, queries: Mapping[str, str], prompts: Sequence[str] | str, *,
-                 adapter: str | os.PathLike | None = None, max_new_tokens: int = 32,
+def rewrite_test(model: str, queries: Mapping[str, str], contracts: Mapping[str, Any], *,
+                 adapter: str | os.PathLike | None = None,
                  autocast: bool | None = False) -> dict[str, Any]:
-    """Greedy rewrites of ``queries`` with each prompt of ``prompts`` (registry names), by
-    the base ``model`` or with ``adapter``; the model is loaded once and freed after.
-    Returns ``{prompt: DataFrame}`` (:func:`qrlib.generation.rewrite.rewrite_queries`)."""
-    prompts = [prompts] if isinstance(prompts, str) else list(prompts)
+    """Greedy rewrites of ``queries`` under each decoding contract of ``contracts`` (key ->
+    a :class:`~qrlib.generation.contract.DecodingContract` or an adapter folder), by the
+    base ``model`` or with ``adapter``; the model is loaded once and freed after. Returns
+    ``{key: DataFrame}`` (:func:`qrlib.generation.rewrite.rewrite_queries`)."""
     m, tok = policy.load_policy(model, adapter=adapter)
     try:
-        out = {}
-        for prompt in prompts:
-            meta = as_template(prompt).meta
-            out[prompt] = rewrite.rewrite_queries(
-                m, tok, dict(queries), prompt, fmt=meta["fmt"], prefill=meta.get("prefill", ""),
-                max_new_tokens=max_new_tokens, autocast=autocast)
-        return out
+        return {key: rewrite.rewrite_queries(m, tok, dict(queries), contract=c,
+                                             autocast=autocast, progress=False)
+                for key, c in contracts.items()}
     finally:
         del m
         gc.collect()
@@ -180,28 +184,33 @@ def result_rows(scores: Mapping[str, Any], rewrites: Mapping[str, Any],
 
 def evaluate(model: str, trained: Mapping[str, tuple[str, Mapping[str, Any]]], test: Any,
              full: Any, searcher: Any, *, dataset: str, retriever: str,
-             max_new_tokens: int = 32, autocast: bool | None = False, resamples: int = 10_000,
+             autocast: bool | None = False, resamples: int = 10_000,
              seed: int = 0) -> dict[str, Any]:
     """The test evaluation of SAGE's tables on one dataset.
 
     ``trained``: label -> (prompt, :func:`train_variant` summary). Rows: the raw query, the
     untrained ``model`` with each prompt the runs use (``untrained (<prompt>)``) and every
     trained run, each searched with ``searcher`` over ``full`` and scored nDCG@10 on the
-    ``test`` queries. Returns ``{"rows", "comparisons", "scores", "rewrites", "scales"}``
-    (:func:`result_rows`; scales read from the runs' logs)."""
+    ``test`` queries. Every row decodes with its training's contract (prompt, prefill, stop
+    strings, budget, parser): a trained run with its adapter's, an untrained prompt with
+    that of the first run trained with it. Returns ``{"rows", "comparisons", "scores",
+    "rewrites", "scales"}`` (:func:`result_rows`; scales read from the runs' logs)."""
     n = len(test.queries)
     scores = {"raw query": search_scores(searcher, full.qrels, test.queries)["nDCG@10"]}
     scales = {"raw query": scale_columns(None, test_queries=n)}
     kinds, rewrites = {"raw query": "baseline"}, {}
-    prompts = sorted({prompt for prompt, _ in trained.values()})
-    for prompt, df in rewrite_test(model, test.queries, prompts, max_new_tokens=max_new_tokens,
+    untrained = {}
+    for prompt, summary in trained.values():
+        untrained.setdefault(prompt, DecodingContract.load(summary["adapter"]))
+    for prompt, df in rewrite_test(model, test.queries, dict(sorted(untrained.items())),
                                    autocast=autocast).items():
         label = f"untrained ({prompt})"
         rewrites[label], kinds[label] = df, "untrained"
         scales[label] = scale_columns(model, test_queries=n)
     for label, (prompt, summary) in trained.items():
-        rewrites[label] = rewrite_test(model, test.queries, prompt, adapter=summary["adapter"],
-                                       max_new_tokens=max_new_tokens, autocast=autocast)[prompt]
+        a = summary["adapter"]
+        rewrites[label] = rewrite_test(model, test.queries, {label: a}, adapter=a,
+                                       autocast=autocast)[label]
         kinds[label] = "trained"
         scales[label] = scale_columns(model, [pd.read_csv(summary["log"], dtype={"qids": str})],
                                       test_queries=n)
