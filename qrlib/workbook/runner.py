@@ -35,7 +35,7 @@ from qrlib.core import readlog
 from qrlib.core.io import atomic_write, save_json
 from qrlib.core.lock import LOCK_NAME, run_lock
 from qrlib.core.errors import QrlibError
-from qrlib.workbook import freshness, profiles, publish, results
+from qrlib.workbook import extras, freshness, profiles, publish, results
 from qrlib.workbook.preload import preload_env
 from qrlib.workbook.profiles import (data_roots, load_profile, long_notebooks, notebook_names,
                                      notebook_parameters, notebook_relpath, parameters_for,
@@ -214,6 +214,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                     f"{name}: refusing to publish into tables/{profile['name']} from a tree with "
                     f"uncommitted changes to what it depends on ({', '.join(dirty[:5])}"
                     f"{', ...' if len(dirty) > 5 else ''}); commit them or pass --allow-dirty")
+            extras.require_extras(name, profile["name"], published=published)
             marker = run_dir / "done" / f"{name}.json"
             marker.unlink(missing_ok=True)
             out_nb = run_dir / "notebooks" / f"{name}.ipynb"

@@ -1,0 +1,39 @@
+"""What the builders share: deterministic JSON lines and gzip (the bytes of the shared
+copies: ``ensure_ascii=False``, default separators, gzip level 9 with mtime 0 and no file
+name in the header)."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["jsonl_bytes", "write_gzip", "write_bytes", "lf"]
+
+
+def jsonl_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """One JSON object per line, UTF-8, ``ensure_ascii=False``."""
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def write_gzip(path: str | os.PathLike, data: bytes) -> Path:
+    """``data`` gzipped at level 9 with mtime 0 and an empty file name (reproducible)."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as g:
+        g.write(data)
+    return write_bytes(path, buf.getvalue())
+
+
+def lf(data: bytes) -> bytes:
+    """CRLF line ends as LF."""
+    return data.replace(b"\r\n", b"\n")
