@@ -99,8 +99,8 @@ def test_fetch_set_builds_into_place_or_leaves_nothing(tiny_clone, tmp_path, mon
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [".sources", "tiny"]
     with pytest.raises(QrlibError, match="unknown data set 'nope'; known: scifact"):
         fetch.fetch_set("nope", tmp_path / "data")
-    with pytest.raises(QrlibError, match="hotpotqa-mini: no builder yet"):
-        fetch.fetch_set("hotpotqa-mini", tmp_path / "data")
+    with pytest.raises(QrlibError, match="hotpotqa-large: no builder yet"):
+        fetch.fetch_set("hotpotqa-large", tmp_path / "data")
 
 
 @pytest.mark.skipif(not os.environ.get("QRLIB_DATA_SOURCES"),
@@ -128,4 +128,4 @@ def test_make_data_builds_only_what_the_loaders_do_not_find(monkeypatch, tmp_pat
     fetch.fetch(dest=tmp_path, missing=True)
     out = capsys.readouterr().out
     assert built == [n for n in fetch.buildable() if n != "scifact"]
-    assert "scifact: found at" in out and "hotpotqa-mini: missing, and no builder yet" in out
+    assert "scifact: found at" in out and "hotpotqa-large: missing, and no builder yet" in out

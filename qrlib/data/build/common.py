@@ -26,10 +26,13 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
-def write_gzip(path: str | os.PathLike, data: bytes) -> Path:
-    """``data`` gzipped at level 9 with mtime 0 and an empty file name (reproducible)."""
+def write_gzip(path: str | os.PathLike, data: bytes, header_name: str = "") -> Path:
+    """``data`` gzipped at level 9 with mtime 0 (reproducible); ``header_name``: the file
+    name the gzip header records (empty: none, as ``GzipFile(fileobj=...)`` writes; the
+    multi-hop sets' copies were written by ``gzip.open`` and record ``corpus.jsonl``)."""
     buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as g:
+    with gzip.GzipFile(filename=header_name, mode="wb", fileobj=buf, mtime=0,
+                       compresslevel=9) as g:
         g.write(data)
     return write_bytes(path, buf.getvalue())
 

@@ -116,7 +116,7 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
         license="CC BY-SA 4.0 (Wikipedia text)",
         citation="Yang et al., HotpotQA, EMNLP 2018; subsample of IRCoT (Trivedi et al., "
                  "ACL 2023)",
-        builder=None),
+        builder="hotpotqa"),
     DataSet("hotpotqa-large", (
         Piece("xindili-cmu/anlp-project-multihop", "df0d5757f42f098ab6026f40323e91c369307506",
               "processed_data/hotpotqa/dev_subsampled.jsonl",
@@ -149,5 +149,5 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
         license="Apache-2.0 (2WikiMultihopQA release); paragraph text CC BY-SA (Wikipedia)",
         citation="Ho et al., Constructing A Multi-hop QA Dataset for Comprehensive Evaluation "
                  "of Reasoning Steps, COLING 2020; sources: HippoRAG, GFM-RAG",
-        builder=None),
+        builder="twowiki"),
 )}
