@@ -99,8 +99,9 @@ def test_fetch_set_builds_into_place_or_leaves_nothing(tiny_clone, tmp_path, mon
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [".sources", "tiny"]
     with pytest.raises(QrlibError, match="unknown data set 'nope'; known: scifact"):
         fetch.fetch_set("nope", tmp_path / "data")
-    with pytest.raises(QrlibError, match="hotpotqa-large: no builder yet"):
-        fetch.fetch_set("hotpotqa-large", tmp_path / "data")
+    monkeypatch.setitem(SOURCES, "nobuilder", DataSet("nobuilder", (piece,), "", "", None))
+    with pytest.raises(QrlibError, match="nobuilder: no builder yet"):
+        fetch.fetch_set("nobuilder", tmp_path / "data")
 
 
 @pytest.mark.skipif(not os.environ.get("QRLIB_DATA_SOURCES"),
@@ -124,8 +125,11 @@ def test_every_buildable_set_rebuilds_byte_for_byte(name, tmp_path):
 def test_make_data_builds_only_what_the_loaders_do_not_find(monkeypatch, tmp_path, capsys):
     built = []
     monkeypatch.setattr(fetch, "present", lambda n: tmp_path if n == "scifact" else None)
+    monkeypatch.setitem(SOURCES, "nobuilder", DataSet("nobuilder", (), "", "", None))
     monkeypatch.setattr(fetch, "fetch_set", lambda n, d, **kw: built.append(n) or d / n)
     fetch.fetch(dest=tmp_path, missing=True)
     out = capsys.readouterr().out
     assert built == [n for n in fetch.buildable() if n != "scifact"]
-    assert "scifact: found at" in out and "hotpotqa-large: missing, and no builder yet" in out
+    assert "scifact: found at" in out and "nobuilder: missing, and no builder yet" in out
+    assert set(fetch.buildable()) >= {"scifact", "nfcorpus", "spider-dev", "hotpotqa-mini",
+                                      "hotpotqa-large", "2wikimultihopqa-mini"}

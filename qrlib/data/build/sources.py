@@ -38,7 +38,7 @@ class DataSet:
     pieces: tuple[Piece, ...]
     license: str
     citation: str
-    builder: str | None  # module of qrlib.data.build that converts it; None: not yet
+    builder: str | None  # module of qrlib.data.build that converts it (None: none yet)
 
 
 _SPIDER_DBS = {
@@ -121,6 +121,9 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
         Piece("xindili-cmu/anlp-project-multihop", "df0d5757f42f098ab6026f40323e91c369307506",
               "processed_data/hotpotqa/dev_subsampled.jsonl",
               "837a919903fedf521211c4271f168ad5458488198e9c4d967bf5f3a579525ce8"),
+        Piece("nakulbh/Meve-framework", "a83b659f7790e00217073720506d453bec192a35",
+              "data/hotpot_dev_distractor_v1.json",
+              "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827"),
         Piece("JianGuanTHU/AMOR", "f950e63dd4ad5ab50f85864aefb25a08fe5c71af",
               "data/hotpotqa/test.json",
               "d2d566c667d789508aa3511d89cfcc3480fc9d62e556a09331be9376be42c075"),
@@ -135,7 +138,7 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
               "6c0e2689d03c94b3bb4d5f94ed806ea4f4eb4f46c12132f8e91df774ad5c5a22")),
         license="CC BY-SA 4.0 (Wikipedia text)",
         citation="Yang et al., HotpotQA, EMNLP 2018; sources: IRCoT, AMOR, HippoRAG",
-        builder=None),
+        builder="hotpotqa_large"),
     DataSet("2wikimultihopqa-mini", (
         Piece("OSU-NLP-Group/HippoRAG", "b144c46df14cabe5f5822d8caded4bec5f709461",
               "data/2wikimultihopqa_corpus.json",
