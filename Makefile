@@ -70,8 +70,10 @@ endif
 
 # The data sets from their pinned public sources into ./data (or $QRLIB_DATA), only those
 # the loaders do not find already (here: ../shared/data); sha256-checked, resumable.
+# DATA_BASE_URL: where <repo>/<commit>/<path> is served (default raw.githubusercontent.com).
+DATA_BASE_URL ?=
 data: install
-	$(BIN)/python -m qrlib data fetch --missing
+	$(BIN)/python -m qrlib data fetch --missing $(if $(DATA_BASE_URL),--base-url $(DATA_BASE_URL))
 
 # LONG=1 also runs the profile's long set (`long:` in params/$(PROFILE).yaml)
 reproduce: install data
