@@ -519,3 +519,22 @@ def test_19_prompting_rows_pair_with_the_raw_query_and_the_dev_choice(rec, smoke
         detail = res[(res.dataset == name) & (res.retriever == kind)
                      & (res.method == "best-prompt")].detail.item()
         assert detail == f"{chosen.prompt.item()} ({chosen['mode'].item()})"
+
+
+def test_09_verdicts_follow_their_intervals(smoke_run):
+    """Every interval-backed verdict of 09 says "yes" only above 0, "no" only below."""
+    import re
+
+    _, _, paths = smoke_run
+    checks = read_table(paths["tables_dir"] / "09_direction_checks.csv")
+    interval = re.compile(r"\[([-+]?\d+\.\d+), ([-+]?\d+\.\d+)\]")
+    seen = 0
+    for r in checks.to_dict("records"):
+        m = interval.search(str(r[checks.columns[2]]))
+        if not m:
+            continue
+        lo, hi = map(float, m.groups())
+        want = "yes" if lo > 0 else "no" if hi < 0 else "not shown"
+        assert r["holds here"] == want, r
+        seen += 1
+    assert seen >= 3

@@ -325,9 +325,18 @@ if len(latency):
     gen = latency[latency.generation_ms > 0]
     for kind, grp in latency.groupby("retriever"):
         record(f"latency.{kind}.retrieval_ms", grp.retrieval_ms.mean())
+    timed = ""
+    if len(fresh):
+        one = fresh[fresh.batch_size == 1].generation_ms_per_query
+        many = fresh[fresh.batch_size > 1].generation_ms_per_query
+        timed = (f"; re-timed here (`10_generation_timing`) {one.min():.0f}-{one.max():.0f} ms "
+                 f"per query one at a time"
+                 + (f" and {many.min():.0f}-{many.max():.0f} ms in one batch" if len(many)
+                    else ""))
     lines.append(
-        (f"- Generation takes {gen.generation_ms.min():.0f}-{gen.generation_ms.max():.0f} ms per "
-         f"query here, " if len(gen) else "- No method generates text in this run; ")
+        (f"- Generation took {gen.generation_ms.min():.0f}-{gen.generation_ms.max():.0f} ms per "
+         f"query in the upstream notebooks' batched test decoding (`10_latency`){timed}; "
+         if len(gen) else "- No method generates text in this run; ")
         + "retrieval " + ", ".join(f"{k} {g.retrieval_ms.mean():.2f} ms"
                                    for k, g in latency.groupby("retriever"))
         + ": on this CPU the language model, not the search, dominates latency.")

@@ -48,9 +48,10 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # | without query decomposition | one query, nDCG@10 reward, the same step budget | 12 |
 # | **without RSF** | the curriculum with Reciprocal Rank Fusion instead | **here** |
 #
-# **Rank-Score Fusion** (ACQO Eq. 1-2) orders a document by the sum of its reciprocal ranks
-# over the $M$ sub-query lists, $P(d)=\sum_i 1/r_i(d)$, and breaks ties by the sum of its
-# scores $S(d)=\sum_i s_i(d)$. **Reciprocal Rank Fusion** (Cormack et al., 2009) uses
+# **Rank-Score Fusion** (ACQO Eq. 1-2, as notebook 03 implements it) orders a document by
+# its rank consensus over the $M$ sub-query lists, $P(d) = 1 / \sum_i 1/r_i(d)$ (ascending:
+# first in one list gives $P = 1$), and breaks ties by its strongest score
+# $S(d) = \max_i s_i(d)$. **Reciprocal Rank Fusion** (Cormack et al., 2009) uses
 #
 # $$ \mathrm{RRF}(d) = \sum_{i=1}^{M} \frac{1}{60 + r_i(d)} , $$
 #
