@@ -158,15 +158,59 @@ def relative_paths(text: str, root: Path) -> str:
     return text
 
 
+_PARAM = re.compile(r"^(\w+) = (.*?)(  # .*)?$")
+
+
+def merged_parameters(defaults: str, injected: str) -> str:
+    """One parameters cell for a published copy: every parameter in the notebook's order
+    with this run's value (the profile's where it set one, marked ``[profile]``) and the
+    default cell's explanation, instead of a cell of defaults the run did not use followed
+    by the injected values without explanation."""
+    values = {}
+    for line in injected.splitlines():
+        m = _PARAM.match(line)
+        if m:
+            values[m.group(1)] = m.group(2)
+    out = ["# This run's parameters: the profile's values ([profile]) over the notebook's "
+           "defaults"]
+    for line in defaults.splitlines():
+        m = _PARAM.match(line)
+        if not m:
+            out.append(line)
+            continue
+        name, value, comment = m.group(1), m.group(2), (m.group(3) or "").strip()
+        if name in values:
+            note = (comment + " [profile]") if comment else "# [profile]"
+            out.append(f"{name} = {values.pop(name)}  {note}")
+        else:
+            out.append(line)
+    out += [f"{k} = {v}  # [profile]" for k, v in values.items()]
+    return "\n".join(out)
+
+
+def _merge_parameter_cells(nb: Any) -> None:
+    cells = nb.cells
+    tags = [c.metadata.get("tags", []) for c in cells]
+    d = next((i for i, t in enumerate(tags) if "parameters" in t), None)
+    j = next((i for i, t in enumerate(tags) if "injected-parameters" in t), None)
+    if d is None or j is None:
+        return
+    cells[j].source = merged_parameters(cells[d].source, cells[j].source)
+    cells[j].outputs = []
+    del cells[d]
+
+
 def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH,
                    root: Path | None = None) -> Any:
-    """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk, and absolute
-    paths under ``root`` (default: the repository) written relative to it."""
+    """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk, absolute
+    paths under ``root`` (default: the repository) written relative to it, and the default
+    and injected parameter cells merged into one (:func:`merged_parameters`)."""
     import nbformat
 
     root = Path(root or REPO_ROOT)
     nb = nbformat.reads(relative_paths(nbformat.writes(nb), root), as_version=4)
     nb.metadata.pop("widgets", None)
+    _merge_parameter_cells(nb)
     for cell in nb.cells:
         cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
         if cell.cell_type != "code":
@@ -196,14 +240,35 @@ def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH,
     return nb
 
 
+def _minutes(seconds: Any) -> str:
+    if not seconds:
+        return "?"
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def cost_line(entry: dict[str, Any]) -> str:
+    """This run's wall time, the last cold run's (one that trained everything itself) and
+    the peak memory, from a manifest entry; names the trainings the run reused."""
+    warm = _minutes(entry.get("wall_s"))
+    cold = (f"{_minutes(entry['cold_wall_s'])} (at {str(entry.get('cold_commit'))[:10]})"
+            if entry.get("cold_wall_s") else "no run from scratch on record at these parameters")
+    peak = entry.get("peak_rss_mb")
+    text = (f"this run {warm}; from scratch {cold}; peak memory "
+            f"{peak / 1024:.1f} GB" if peak else f"this run {warm}; from scratch {cold}")
+    reused = entry.get("reused_training") or []
+    if reused:
+        text += (f"; it reused {len(reused)} finished training(s) from runs/ "
+                 f"({'; '.join(reused)}); `tables/<profile>/run_timings.md` lists them)")
+    return text
+
+
 def header_cell(name: str, profile: str, entry: dict[str, Any], executed: str) -> Any:
     import nbformat
 
-    wall_s = entry.get("wall_s")
-    wall = f", {wall_s / 60:.1f} min" if wall_s and wall_s >= 90 else (f", {wall_s:.0f} s" if wall_s else "")
     stamp = stamp_text(name, profile, entry, entry.get("fingerprint", "?"))
     text = (f"> **Executed copy, for reading.** `{name}` run with the **`{profile}`** profile "
-            f"(`params/{profile}.yaml`) on {executed}{wall}: {stamp}.  \n"
+            f"(`params/{profile}.yaml`) on {executed}: {stamp}.  \n"
+            f"> Cost: {cost_line(entry)}.  \n"
             f"> Written by `python -m qrlib run params/{profile}.yaml` (qrlib.workbook.publish): "
             f"outputs only, figures downscaled, no data or weights. `python -m qrlib status "
             f"--profile {profile}` tells whether it is still fresh. Do not edit: the source is "
