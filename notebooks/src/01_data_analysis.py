@@ -28,6 +28,8 @@ include_spider = True  # describe Spider dev (text-to-SQL) too
 # %% [markdown]
 # # 01 · The data: what every later notebook retrieves from
 #
+# *Paper:* [BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation of Information Retrieval Models](https://arxiv.org/abs/2104.08663) (Thakur, Reimers, Rücklé, Srivastava and Gurevych; NeurIPS 2021 Datasets and Benchmarks).
+#
 # Query optimisation is judged by retrieval metrics, so before training anything we look at
 # the collections themselves: how many documents and queries they have, how many documents
 # are judged per query, how long queries and documents are, and — for the multi-hop sets —

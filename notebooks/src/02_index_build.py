@@ -44,6 +44,8 @@ ranx_crosscheck = True  # recompute the baseline metrics with ranx (numba; ~30 s
 # %% [markdown]
 # # 02 · Indexes and raw-query baselines
 #
+# *Papers:* [BEIR: A Heterogeneous Benchmark for Zero-shot Evaluation of Information Retrieval Models](https://arxiv.org/abs/2104.08663) (Thakur, Reimers, Rücklé, Srivastava and Gurevych; NeurIPS 2021 Datasets and Benchmarks); [DeepRetrieval: Hacking Real Search Engines and Retrievers with Large Language Models via Reinforcement Learning](https://arxiv.org/abs/2503.00223) (Jiang, Lin, Cao, Tian, Kang, Wang, Sun and Han; arXiv:2503.00223, 2025).
+#
 # Every method in this workbook rewrites a query and sends the rewrite to a **fixed**
 # retriever; the reward is a retrieval metric. So the retrievers come first, and with them
 # the numbers every method must beat: the metrics of the **raw** queries.

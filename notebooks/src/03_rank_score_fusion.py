@@ -33,6 +33,8 @@ timing_repeats = 5  # repetitions when timing each fusion method
 # %% [markdown]
 # # 03 · Rank-Score Fusion: merging the lists of several sub-queries
 #
+# *Papers:* [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026); [Query Decomposition for RAG: Balancing Exploration-Exploitation](https://arxiv.org/abs/2510.18633) (Petcu, Murray, Khashabi, Kanoulas, de Rijke, Lawrie and Duh; arXiv:2510.18633, 2025).
+#
 # When a model splits a multi-hop question into sub-queries (ACQO's decomposition, the
 # bandit paper's arms), each sub-query returns its own ranked list and the lists must be
 # merged into one. ACQO (Sec. 3.3) proposes **Rank-Score Fusion (RSF)**, a variant of

@@ -47,6 +47,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 05 · Vanilla RL query rewriting (DeepRetrieval-style)
 #
+# *Paper:* [DeepRetrieval: Hacking Real Search Engines and Retrievers with Large Language Models via Reinforcement Learning](https://arxiv.org/abs/2503.00223) (Jiang, Lin, Cao, Tian, Kang, Wang, Sun and Han; arXiv:2503.00223, 2025).
+#
 # DeepRetrieval trains a language model to rewrite a query so that a *fixed* retriever
 # finds the relevant documents, with nothing but the retrieval metric as the teacher. No
 # gold rewrites exist: the model samples several rewrites, each is searched, and the ones

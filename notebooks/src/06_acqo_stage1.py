@@ -52,6 +52,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 06 · ACQO Stage I: learning to decompose, rewarded by the best subset
 #
+# *Paper:* [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026).
+#
 # ACQO (Adaptive Complex Query Optimisation) lets the policy decide whether a question is
 # searched as one query or split into up to three sub-queries (joined by `%%`). Every
 # sub-query is retrieved, the lists are merged by Rank-Score Fusion (RSF, ACQO Eq. 1-2; see

@@ -52,6 +52,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 07 · ACQO Stage II and the test: does the trained decomposer beat the raw question?
 #
+# *Paper:* [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026).
+#
 # Stage II is ACQO's *convergence* stage (Sec. 3.4.3). It starts from the Stage I adapter of
 # notebook 06 and changes two things:
 #

@@ -53,6 +53,8 @@ eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but
 # %% [markdown]
 # # 08 · SAGE: strategy-guided rewriting
 #
+# *Paper:* [SAGE: Strategy-Adaptive Generation Engine for Query Rewriting](https://arxiv.org/abs/2506.19783) (Wang, Gong, Zhang and Wang; arXiv:2506.19783, 2025).
+#
 # SAGE changes *what the policy is asked to do* rather than the retriever or the fusion
 # (RL-QR, the other method of this kind, has its own notebook, 14):
 #

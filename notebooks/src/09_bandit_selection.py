@@ -47,6 +47,8 @@ policies = None  # subset of qrlib.methods.bandits.bandits.PAPER_ORDER (None: al
 # %% [markdown]
 # # 09 · Bandit selection of sub-query documents
 #
+# *Paper:* [Query Decomposition for RAG: Balancing Exploration-Exploitation](https://arxiv.org/abs/2510.18633) (Petcu, Murray, Khashabi, Kanoulas, de Rijke, Lawrie and Duh; arXiv:2510.18633, 2025).
+#
 # This notebook reproduces the document-selection study of Petcu et al. (2025), *Query
 # Decomposition for RAG: Balancing Exploration-Exploitation*. A request is split into
 # sub-queries; each sub-query retrieves a ranked list, and every sub-query is treated as an

@@ -26,6 +26,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 10 · Evaluation: every method, dataset and retriever in one table
 #
+# *Papers:* [DeepRetrieval: Hacking Real Search Engines and Retrievers with Large Language Models via Reinforcement Learning](https://arxiv.org/abs/2503.00223) (Jiang, Lin, Cao, Tian, Kang, Wang, Sun and Han; arXiv:2503.00223, 2025); [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026).
+#
 # This notebook gathers what the training notebooks left under `run_dir` — the greedy
 # rewrites of the test queries by each method (raw query, untrained model, each trained
 # adapter) — and scores them the way ACQO reports results:

@@ -40,6 +40,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 11 · DeepRetrieval beyond BEIR
 #
+# *Paper:* [DeepRetrieval: Hacking Real Search Engines and Retrievers with Large Language Models via Reinforcement Learning](https://arxiv.org/abs/2503.00223) (Jiang, Lin, Cao, Tian, Kang, Wang, Sun and Han; arXiv:2503.00223, 2025).
+#
 # DeepRetrieval (Jiang et al., 2025) trains a 3B policy with GRPO-style RL to rewrite queries
 # for five kinds of search: literature search through real engines (Table 1, left),
 # evidence-seeking QA with BM25 (Table 1, right), classic BEIR retrieval (Table 2) and SQL

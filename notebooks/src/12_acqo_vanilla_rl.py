@@ -49,6 +49,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 12 · ACQO's single-query baseline: vanilla RL at the same budget
 #
+# *Paper:* [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026).
+#
 # ACQO asks whether *decomposition* helps, or whether any RL on the retriever's reward would
 # do as well (ACQO Table 5, "w/o decomposition"). The control: the same policy, questions,
 # sampling, learning rate, rollouts per step and number of optimizer steps as ACQO's

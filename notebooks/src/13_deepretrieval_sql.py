@@ -47,6 +47,8 @@ rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
 # %% [markdown]
 # # 13 · DeepRetrieval's database search: SQL as the query (Table 3)
 #
+# *Paper:* [DeepRetrieval: Hacking Real Search Engines and Retrievers with Large Language Models via Reinforcement Learning](https://arxiv.org/abs/2503.00223) (Jiang, Lin, Cao, Tian, Kang, Wang, Sun and Han; arXiv:2503.00223, 2025).
+#
 # DeepRetrieval treats text-to-SQL as one more search task: the policy reads a question
 # and a database schema and writes **one SQLite query**; the "retriever" is the database
 # itself, and the reward asks whether the query returns the right rows (DeepRetrieval

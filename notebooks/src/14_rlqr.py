@@ -48,6 +48,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 14 · RL-QR: a rewriter per index, trained without a single human query
 #
+# *Paper:* [Annotation-Free Reinforcement Learning Query Rewriting via Verifiable Search Reward](https://arxiv.org/abs/2507.23242) (Cha, Kim, Hahn, Kim, Han and Jeon; arXiv:2507.23242, 2025).
+#
 # RL-QR asks what to do when an index has **no labelled queries at all**. Its answer has two
 # parts:
 #

@@ -44,6 +44,8 @@ eval_autocast = False  # bf16 autocast of the greedy test rewriting (False keeps
 # %% [markdown]
 # # 15 · SAGE's exploration ablation (SAGE Table 3)
 #
+# *Paper:* [SAGE: Strategy-Adaptive Generation Engine for Query Rewriting](https://arxiv.org/abs/2506.19783) (Wang, Gong, Zhang and Wang; arXiv:2506.19783, 2025).
+#
 # A rewriter rewarded by retrieval quality has an easy way out: give the query back
 # unchanged. It never scores below the raw query, so a policy that finds no better rewrite
 # soon learns to copy, and then stops exploring. SAGE (Sec. 4.3, Table 3) trains SAGE-SCS

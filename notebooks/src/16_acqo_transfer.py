@@ -41,6 +41,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 16 · ACQO away from home: another dataset, another retriever, and a reader
 #
+# *Paper:* [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026).
+#
 # Notebooks 06-07 train ACQO's decomposer on one training set with one retriever and test
 # it there. ACQO (Sec. 4.3-4.4) asks three more questions, which this notebook answers with
 # the same adapters and no further training:

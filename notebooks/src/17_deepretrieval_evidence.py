@@ -43,6 +43,8 @@ rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
 # %% [markdown]
 # # 17 · DeepRetrieval's evidence seeking, trained: H@N, knowledge injection, reasoning
 #
+# *Paper:* [DeepRetrieval: Hacking Real Search Engines and Retrievers with Large Language Models via Reinforcement Learning](https://arxiv.org/abs/2503.00223) (Jiang, Lin, Cao, Tian, Kang, Wang, Sun and Han; arXiv:2503.00223, 2025).
+#
 # In evidence seeking (DeepRetrieval Sec. 3.2, Table 1 right) the policy rewrites a question
 # for BM25 and succeeds when a retrieved passage **contains the answer**; there are no
 # relevance judgements, only answer strings. The training reward (Table 8) tiers the rank

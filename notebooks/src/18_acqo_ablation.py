@@ -37,6 +37,8 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # %% [markdown]
 # # 18 · ACQO's ablation: without RSF, without Stage II, without decomposition
 #
+# *Paper:* [When Should I Search More: Adaptive Complex Query Optimization with Reinforcement Learning](https://arxiv.org/abs/2601.21208) (Wen, Deng, Wei, Chen, Qiao and Sun; arXiv:2601.21208, 2026).
+#
 # ACQO Table 5 removes one of its three components at a time and reports what is lost.
 # Two of the three rows are already trained elsewhere in the workbook, and this notebook
 # scores them on the same test questions:
