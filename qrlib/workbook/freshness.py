@@ -105,6 +105,11 @@ def _with_parents(mod: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+NOT_READ_BY_NOTEBOOKS = frozenset({"claims.yaml"})
+"""Package files no notebook reads (the papers' claims are read by the scoreboard of
+RESULTS.md only), so editing them stales no notebook."""
+
+
 def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:
     """Repository-relative paths of every qrlib file that importing ``source`` can load.
 
@@ -131,7 +136,8 @@ def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:
     for f in list(files):
         if f.name == "__init__.py":
             files.update(p for p in f.parent.iterdir()
-                         if p.is_file() and p.suffix not in (".py", ".pyc"))
+                         if p.is_file() and p.suffix not in (".py", ".pyc")
+                         and p.name not in NOT_READ_BY_NOTEBOOKS)
     return sorted(str(f.relative_to(root)) for f in files)
 
 

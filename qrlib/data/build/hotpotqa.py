@@ -47,14 +47,14 @@ def split_of(qid: str) -> str:
         else "train"
 
 
-def _norm_question(q: str) -> str:
+def norm_question(q: str) -> str:
     return " ".join(q.lower().split())
 
 
 def build(files: Mapping[str, Path], out: Path) -> None:
     records = [json.loads(line) for line in files[IRCOT].read_text(encoding="utf-8")
                .splitlines() if line.strip()]
-    labels = {_norm_question(r["question"]): (r["type"], r["level"])
+    labels = {norm_question(r["question"]): (r["type"], r["level"])
               for r in json.loads(files[HF_SUBSET].read_text(encoding="utf-8"))}
     docs: dict[str, dict[str, str]] = {}
     queries, qrels = [], {"train": [], "test": []}
@@ -68,7 +68,7 @@ def build(files: Mapping[str, Path], out: Path) -> None:
                 raise QrlibError(f"hotpotqa-mini: title {c['title']!r} has two texts")
             docs[did] = {"_id": did, "title": c["title"], "text": text}
         gold = [c["title"] for c in ctx if c["is_supporting"]]
-        typ, level = labels.get(_norm_question(r["question_text"]), (None, None))
+        typ, level = labels.get(norm_question(r["question_text"]), (None, None))
         split = split_of(qid)
         answers = r["answers_objects"][0]["spans"]
         queries.append({"_id": qid, "text": r["question_text"], "metadata": {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from qrlib.core.errors import QrlibError
 from qrlib.data.build.common import jsonl_bytes, write_bytes, write_gzip
-from qrlib.data.build.hotpotqa import HF_SUBSET, IRCOT, _norm_question, collapse, doc_id, \
+from qrlib.data.build.hotpotqa import HF_SUBSET, IRCOT, norm_question, collapse, doc_id, \
     split_of
 
 AMOR_TEST = "data/hotpotqa/test.json"
@@ -80,7 +80,7 @@ def _records(files: Mapping[str, Path]) -> dict[str, list[dict]]:
 
 def build(files: Mapping[str, Path], out: Path) -> None:
     recs = _records(files)
-    labels = {_norm_question(r["question"]): (r["type"], r["level"])
+    labels = {norm_question(r["question"]): (r["type"], r["level"])
               for r in json.loads(files[HF_SUBSET].read_text(encoding="utf-8"))}
     by_source = {s: {r["id"]: r for r in rs} for s, rs in recs.items()}
     docs: dict[str, dict[str, str]] = {}
@@ -94,7 +94,7 @@ def build(files: Mapping[str, Path], out: Path) -> None:
             sources = [s for s in _ORDER if r["id"] in by_source[s]]
             typ, level, tls = None, None, None
             if src == "ircot_dev_subsampled":
-                typ, level = labels.get(_norm_question(r["question"]), (None, None))
+                typ, level = labels.get(norm_question(r["question"]), (None, None))
                 tls = "hf_distractor_validation_subset" if typ is not None else None
             for s in (["amor_test", "tts_sampled"] if tls is None and src in (
                     "ircot_dev_subsampled", "amor_test", "tts_sampled") else []):
