@@ -998,7 +998,7 @@ def _prompting(d: Doc) -> str:
     """The training-free rows every RL row is measured against (notebook 19)."""
     return _comparisons_section(
         d, "19_comparisons", "Prompting baselines without training (notebook 19)",
-        "The untrained policy used without RL (Xu et al., arXiv:2510.17139): SPQE's "
+        "The untrained policy used without RL (Xu et al., `arXiv:2510.17139`): SPQE's "
         "pseudo-document expansion in three readings (`spqe` q + d, `spqe-q2d` the query "
         "five times + d, `pseudo-doc` d alone) and the best of its rewriting prompts "
         "(chosen on training queries; `19_prompt_selection.md`), each against the raw query "
