@@ -68,6 +68,12 @@ _SPIDER_DBS = {
 _SQL_MIND = ("wz1498090183/sql-mind-agent", "1c59a1ecb3a6ce9b39498f296ccdcc9c9b3ef81b")
 _TEXT2SQL = ("hyukkyukang/text2SQL", "999f5e467a3c2a263533f1dfa3d0106a18d343d1")
 _IR = ("moorateeahtashil/Information-Retrieval", "00b74e83a48f52e6588946861a3bd6cfe9f7fede")
+_IRCOT = Piece("xindili-cmu/anlp-project-multihop", "df0d5757f42f098ab6026f40323e91c369307506",
+               "processed_data/hotpotqa/dev_subsampled.jsonl",
+               "837a919903fedf521211c4271f168ad5458488198e9c4d967bf5f3a579525ce8")
+_HF_SUBSET = Piece("nakulbh/Meve-framework", "a83b659f7790e00217073720506d453bec192a35",
+                   "data/hotpot_dev_distractor_v1.json",
+                   "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827")
 
 SOURCES: dict[str, DataSet] = {s.name: s for s in (
     DataSet("scifact", (
@@ -107,9 +113,7 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
                  "Cross-Domain Semantic Parsing and Text-to-SQL Task, EMNLP 2018",
         builder="spider"),
     DataSet("hotpotqa-mini", (
-        Piece("xindili-cmu/anlp-project-multihop", "df0d5757f42f098ab6026f40323e91c369307506",
-              "processed_data/hotpotqa/dev_subsampled.jsonl",
-              "837a919903fedf521211c4271f168ad5458488198e9c4d967bf5f3a579525ce8"),
+        _IRCOT,
         Piece("nakulbh/Meve-framework", "a83b659f7790e00217073720506d453bec192a35",
               "data/hotpot_dev_distractor_v1.json",
               "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827")),
@@ -118,12 +122,8 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
                  "ACL 2023)",
         builder="hotpotqa"),
     DataSet("hotpotqa-large", (
-        Piece("xindili-cmu/anlp-project-multihop", "df0d5757f42f098ab6026f40323e91c369307506",
-              "processed_data/hotpotqa/dev_subsampled.jsonl",
-              "837a919903fedf521211c4271f168ad5458488198e9c4d967bf5f3a579525ce8"),
-        Piece("nakulbh/Meve-framework", "a83b659f7790e00217073720506d453bec192a35",
-              "data/hotpot_dev_distractor_v1.json",
-              "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827"),
+        _IRCOT,
+        _HF_SUBSET,
         Piece("JianGuanTHU/AMOR", "f950e63dd4ad5ab50f85864aefb25a08fe5c71af",
               "data/hotpotqa/test.json",
               "d2d566c667d789508aa3511d89cfcc3480fc9d62e556a09331be9376be42c075"),
