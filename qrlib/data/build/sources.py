@@ -112,11 +112,7 @@ SOURCES: dict[str, DataSet] = {s.name: s for s in (
         citation="Yu et al., Spider: A Large-Scale Human-Labeled Dataset for Complex and "
                  "Cross-Domain Semantic Parsing and Text-to-SQL Task, EMNLP 2018",
         builder="spider"),
-    DataSet("hotpotqa-mini", (
-        _IRCOT,
-        Piece("nakulbh/Meve-framework", "a83b659f7790e00217073720506d453bec192a35",
-              "data/hotpot_dev_distractor_v1.json",
-              "32ed3ffab548f1d57ba65365bd581d17b428980fa7be881ab0c45f79d9fe6827")),
+    DataSet("hotpotqa-mini", (_IRCOT, _HF_SUBSET),
         license="CC BY-SA 4.0 (Wikipedia text)",
         citation="Yang et al., HotpotQA, EMNLP 2018; subsample of IRCoT (Trivedi et al., "
                  "ACL 2023)",
