@@ -188,8 +188,7 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
 # %%
 STAGE1_ROWS, RAW_STAGE1 = {}, {}
 for kind in retrievers:
-    raw_env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage1", fmt="acqo",
-                        k=reward_k, max_subqueries=3, lenient=True, eta=eta, delta=delta)
+    raw_env = make_env(kind).env  # Stage I's own reward, without the probe
     RAW_STAGE1[kind] = dict(zip([r["qid"] for r in TRAIN_ROWS], raw_env.score(
         [sft_target(r["question"], "acqo") for r in TRAIN_ROWS], [r["qid"] for r in TRAIN_ROWS])))
     keep = set(weaker_share(RAW_STAGE1[kind], stage1_share))
@@ -206,7 +205,7 @@ POOL = [r for r in TRAIN_ROWS if any(r in rows for rows in STAGE1_ROWS.values())
 #
 # An untrained 0.5B model rarely writes a *good* split: with the one-shot prompt it splits
 # often, but the fused list of its sub-queries is on average worse than the question
-# itself (issue #10's probe), so RL starts far from anything worth reinforcing. ACQO trains a
+# itself (a probe of 0.5B samples), so RL starts far from anything worth reinforcing. ACQO trains a
 # 3B model from scratch; at our scale we seed it the way rejection-sampling fine-tuning
 # does (the issue's third lever; ACQO Table 9 is the related SFT baseline):
 #

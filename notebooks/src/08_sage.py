@@ -451,7 +451,7 @@ for _, r in SAGE_VS.iterrows():
     print(describe(r))
 
 # %% [markdown]
-# ### Why CRS trains exactly as Direct here (issue 26 item 5)
+# ### Why CRS trains exactly as Direct here
 #
 # CRS (Eq. 2) shapes $\tilde r_i = r_i - b$ with $b$ the median of the group's rewards. GRPO
 # then centres on the group mean and divides by the group's standard deviation

@@ -89,7 +89,7 @@ from qrlib import plots
 from qrlib.eval import published
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.stats import fmt_interval
+from qrlib.eval.stats import fmt_interval, verdict
 from qrlib.retrieval.retrievers import build_retriever, encode_corpus
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
 
@@ -618,7 +618,7 @@ def paired(a: str, b: str) -> dict:
 def holds(row: dict) -> str:
     """How a finding (``method`` above ``baseline``) fares: "yes" (interval above 0), "no"
     (interval below 0) or "not shown" (the interval contains 0, ties included)."""
-    return "yes" if row["lo"] > 0 else ("no" if row["hi"] < 0 else "not shown")
+    return {"beats": "yes", "falls below": "no"}.get(verdict(row["lo"], row["hi"]), "not shown")
 
 
 def all_hold(rows: list) -> str:

@@ -72,7 +72,7 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # nDCG@3, with query length (Table 3). Rollouts are parsed the way the test rewrites are
 # (strict format first, then lenient recovery), so format errors cost through $\tilde p_i$
 # and not by searching nothing; notebook 08 trained with a strict parser and saw 1.7 %
-# well-formed rollouts (issue 26 item 7).
+# well-formed rollouts.
 
 # %%
 from qrlib import session

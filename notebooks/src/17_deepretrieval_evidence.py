@@ -127,20 +127,20 @@ for name in datasets:
     qids = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
                              n_queries=n_train_queries, n_distractors=0, seed=seed).queries)
     TRAIN[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
+    SEARCH["train", name] = retrieval.build_retriever("bm25", tr.corpus)
     if "room" in runs:  # a larger draw, then only the questions with room to improve
         pool = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
                                  n_queries=room_pool_queries or 3 * n_train_queries,
                                  n_distractors=0, seed=seed).queries)
         cand = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=pool)
-        first = ev.score_run(retrieval.build_retriever("bm25", tr.corpus), cand.questions,
-                             cand.ds, cand.answers, NS, k=max(room_ranks[1], max(NS)))
+        first = ev.score_run(SEARCH["train", name], cand.questions, cand.ds, cand.answers,
+                             NS, k=max(room_ranks[1], max(NS)))
         keep = room_filter(first["first_rank"].to_dict(), *room_ranks)[:n_train_queries]
         TRAIN[name, "room"] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=keep)
         print(f"{name}: room run trains on {len(keep)} of {len(pool)} drawn questions (raw "
               f"first answer-bearing rank {room_ranks[0]}-{room_ranks[1]})")
     TEST[name] = er.evidence_set(qdata.load_dataset(name, "test", data_dir=data_dir),
                                  drop_yes_no=drop_yes_no, n_queries=n_test_queries)
-    SEARCH["train", name] = retrieval.build_retriever("bm25", tr.corpus)
     SEARCH["test", name] = retrieval.build_retriever("bm25", TEST[name].ds.corpus)
 SETS = pd.DataFrame([{"dataset": n, "split": split, "questions": len(s.questions),
                       "yes/no left out": s.yes_no_left_out, "paragraphs": len(s.ds.corpus),

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from qrlib.core.errors import QrlibError
+from qrlib.eval.stats import verdict
 
 __all__ = ["Claim", "load_claims", "verdicts", "render", "CLAIMS_FILE"]
 
@@ -119,17 +120,17 @@ def verdict_of(c: Claim, tables_dir: Path) -> dict[str, Any]:
     if rows.empty:
         return {**base, "verdict": "not run", "ours": "-",
                 "why": f"no row of {c.table} matches {c.select}"}
-    ok = [r["lo"] > 0 if c.direction == "greater" else r["hi"] < 0
-          for r in rows.to_dict("records")]
+    want = "beats" if c.direction == "greater" else "falls below"
+    ok = [verdict(r["lo"], r["hi"]) == want for r in rows.to_dict("records")]
     ours = "; ".join(f"{r['method']} vs {r['baseline']} ({r['dataset']}/{r['retriever']}, "
                      f"{r['metric']}): {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], "
                      f"{int(r['RL steps'])} RL steps" for r in rows.to_dict("records"))
     n_ok = sum(ok)
-    verdict = "held" if all(ok) else "not held"
+    held = "held" if all(ok) else "not held"
     why = (f"{n_ok} of {len(ok)} rows on the claimed side of 0" if len(ok) > 1 else
            ("interval on the claimed side of 0" if all(ok) else
             "interval contains 0 or lies on the other side"))
-    return {**base, "verdict": verdict, "ours": ours, "why": why}
+    return {**base, "verdict": held, "ours": ours, "why": why}
 
 
 def verdicts(profile: str, root: Path) -> list[dict[str, Any]]:
@@ -150,7 +151,7 @@ def render(profile: str, root: Path) -> str:
              "| paper | claim | source | paper | ours (Δ [95% CI], scale) | verdict | table |",
              "|---|---|---|---|---|---|---|"]
     for v in vs:
-        verdict = v["verdict"] if v["verdict"] == "held" else f"{v['verdict']} ({v['why']})"
+        shown = v["verdict"] if v["verdict"] == "held" else f"{v['verdict']} ({v['why']})"
         lines.append(f"| {v['paper']} | {v['claim']} | {v['source']} | {v['paper value']} | "
-                     f"{v['ours']} | {verdict} | `{v['table']}.md` ({v['notebook']}) |")
+                     f"{v['ours']} | {shown} | `{v['table']}.md` ({v['notebook']}) |")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["jsonl_bytes", "write_gzip", "write_bytes", "lf"]
+from qrlib.core.errors import QrlibError
+
+__all__ = ["jsonl_bytes", "write_gzip", "write_bytes", "lf", "add_doc", "write_qrels"]
 
 
 def jsonl_bytes(records: Iterable[Mapping[str, Any]]) -> bytes:
@@ -40,3 +42,19 @@ def write_gzip(path: str | os.PathLike, data: bytes, header_name: str = "") -> P
 def lf(data: bytes) -> bytes:
     """CRLF line ends as LF."""
     return data.replace(b"\r\n", b"\n")
+
+
+def add_doc(docs: dict[str, dict[str, str]], did: str, title: str, text: str, what: str) -> None:
+    """Add one paragraph to a pooled corpus; the same title with another text is an error
+    (``what`` names the set)."""
+    if did in docs and docs[did]["text"] != text:
+        raise QrlibError(f"{what}: title {title!r} has two texts")
+    docs[did] = {"_id": did, "title": title, "text": text}
+
+
+def write_qrels(out: Path, rows: Mapping[str, Iterable[tuple[str, str]]]) -> None:
+    """``qrels/<split>.tsv`` with BEIR's header and score 1, rows (query, doc) in order."""
+    for split, pairs in rows.items():
+        body = "".join(f"{q}\t{d}\t1\n" for q, d in pairs)
+        write_bytes(out / "qrels" / f"{split}.tsv",
+                    ("query-id\tcorpus-id\tscore\n" + body).encode("utf-8"))

@@ -15,7 +15,6 @@ A missing network is one line naming the set, the URL and the reason.
 """
 from __future__ import annotations
 
-import hashlib
 import http.client
 import importlib
 import os
@@ -26,20 +25,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qrlib.core.errors import QrlibError
-from qrlib.data.build.sources import RAW_BASE, SOURCES, DataSet, Piece
+from qrlib.data.build.sources import RAW_BASE, SOURCES, DataSet
+from qrlib.generation.policy import sha256_file  # the project's one file hash
 
 __all__ = ["sha256_file", "download", "fetch_set", "fetch", "default_dest", "buildable",
            "present"]
 
 CHUNK = 1 << 16
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def default_dest() -> Path:

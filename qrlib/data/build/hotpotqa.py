@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from qrlib.core.errors import QrlibError
-from qrlib.data.build.common import jsonl_bytes, write_bytes, write_gzip
+from qrlib.data.build.common import add_doc, jsonl_bytes, write_bytes, write_gzip, write_qrels
 
 IRCOT = "processed_data/hotpotqa/dev_subsampled.jsonl"
 HF_SUBSET = "data/hotpot_dev_distractor_v1.json"
@@ -62,11 +61,8 @@ def build(files: Mapping[str, Path], out: Path) -> None:
         qid = r["question_id"]
         ctx = r["contexts"]
         for c in ctx:
-            text = collapse(c["paragraph_text"])
-            did = doc_id(c["title"])
-            if did in docs and docs[did]["text"] != text:
-                raise QrlibError(f"hotpotqa-mini: title {c['title']!r} has two texts")
-            docs[did] = {"_id": did, "title": c["title"], "text": text}
+            add_doc(docs, doc_id(c["title"]), c["title"], collapse(c["paragraph_text"]),
+                    "hotpotqa-mini")
         gold = [c["title"] for c in ctx if c["is_supporting"]]
         typ, level = labels.get(norm_question(r["question_text"]), (None, None))
         split = split_of(qid)
@@ -82,7 +78,4 @@ def build(files: Mapping[str, Path], out: Path) -> None:
     write_gzip(out / "corpus.jsonl.gz",
                jsonl_bytes(sorted(docs.values(), key=lambda d: d["title"])))
     write_bytes(out / "queries.jsonl", jsonl_bytes(sorted(queries, key=lambda q: q["_id"])))
-    for split, rows in qrels.items():
-        body = "".join(f"{q}\t{d}\t1\n" for q, d in sorted(rows, key=lambda x: x[0]))
-        write_bytes(out / "qrels" / f"{split}.tsv",
-                    ("query-id\tcorpus-id\tscore\n" + body).encode("utf-8"))
+    write_qrels(out, {split: sorted(rows, key=lambda x: x[0]) for split, rows in qrels.items()})

@@ -14,8 +14,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from qrlib.core.errors import QrlibError
-from qrlib.data.build.common import jsonl_bytes, write_bytes, write_gzip
+from qrlib.data.build.common import add_doc, jsonl_bytes, write_bytes, write_gzip, write_qrels
 from qrlib.data.build.hotpotqa import HF_SUBSET, IRCOT, norm_question, collapse, doc_id, \
     split_of
 
@@ -107,10 +106,7 @@ def build(files: Mapping[str, Path], out: Path) -> None:
             if tls is None:
                 level, tls = "hard", "level_inferred_dev_is_all_hard"
             for t, text in r["context"]:
-                did = doc_id(t)
-                if did in docs and docs[did]["text"] != text:
-                    raise QrlibError(f"hotpotqa-large: title {t!r} has two texts")
-                docs[did] = {"_id": did, "title": t, "text": text}
+                add_doc(docs, doc_id(t), t, text, "hotpotqa-large")
             setting, hsplit = _SETTING[src]
             queries.append({"_id": r["id"], "text": r["question"], "metadata": {
                 "type": typ, "level": level, "type_level_source": tls, "answer": r["answer"],
@@ -121,10 +117,8 @@ def build(files: Mapping[str, Path], out: Path) -> None:
                jsonl_bytes(sorted(docs.values(), key=lambda d: d["_id"])),
                header_name="corpus.jsonl")
     write_bytes(out / "queries.jsonl", jsonl_bytes(queries))
-    qrels: dict[str, list[str]] = {"train": [], "test": []}
+    qrels: dict[str, list[tuple[str, str]]] = {"train": [], "test": []}
     for q in queries:
         m = q["metadata"]
-        qrels[m["split"]] += [f"{q['_id']}\t{doc_id(t)}\t1\n" for t in m["supporting_titles"]]
-    for split, lines in qrels.items():
-        write_bytes(out / "qrels" / f"{split}.tsv",
-                    ("query-id\tcorpus-id\tscore\n" + "".join(lines)).encode("utf-8"))
+        qrels[m["split"]] += [(q["_id"], doc_id(t)) for t in m["supporting_titles"]]
+    write_qrels(out, qrels)

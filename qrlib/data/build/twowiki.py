@@ -9,8 +9,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from qrlib.core.errors import QrlibError
-from qrlib.data.build.common import jsonl_bytes, write_bytes, write_gzip
+from qrlib.data.build.common import add_doc, jsonl_bytes, write_bytes, write_gzip, write_qrels
 from qrlib.data.build.hotpotqa import doc_id, split_of
 
 CORPUS = "data/2wikimultihopqa_corpus.json"
@@ -42,10 +41,7 @@ def build(files: Mapping[str, Path], out: Path) -> None:
     docs: dict[str, dict[str, str]] = {}
 
     def add(title: str, text: str) -> None:
-        did = doc_id(title, "2w_")
-        if did in docs and docs[did]["text"] != text:
-            raise QrlibError(f"2wikimultihopqa-mini: title {title!r} has two texts")
-        docs[did] = {"_id": did, "title": title, "text": text}
+        add_doc(docs, doc_id(title, "2w_"), title, text, "2wikimultihopqa-mini")
 
     for d in json.loads(files[CORPUS].read_text(encoding="utf-8")):
         add(d["title"], d["text"])
@@ -86,11 +82,8 @@ def build(files: Mapping[str, Path], out: Path) -> None:
                                                            key=lambda d: d["_id"])),
                header_name="corpus.jsonl")
     write_bytes(out / "queries.jsonl", jsonl_bytes(queries))
-    qrels: dict[str, list[str]] = {"train": [], "test": []}
+    qrels: dict[str, list[tuple[str, str]]] = {"train": [], "test": []}
     for q in queries:
         m = q["metadata"]
-        qrels[m["split"]] += [f"{q['_id']}\t{doc_id(t, '2w_')}\t1\n"
-                              for t in m["supporting_titles"]]
-    for split, lines in qrels.items():
-        write_bytes(out / "qrels" / f"{split}.tsv",
-                    ("query-id\tcorpus-id\tscore\n" + "".join(lines)).encode("utf-8"))
+        qrels[m["split"]] += [(q["_id"], doc_id(t, "2w_")) for t in m["supporting_titles"]]
+    write_qrels(out, qrels)
