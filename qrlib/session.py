@@ -10,6 +10,11 @@ Every notebook used to open with the same thirty lines; :func:`start` is them on
 
 Call it before importing modules that load transformers: it sets ``HF_HUB_OFFLINE`` (no hub
 download at run time), ``TOKENIZERS_PARALLELISM`` and ``$QRLIB_CACHE`` first.
+
+Outputs stay clean (:func:`route_logs`): library logging (vLLM, transformers, TRL),
+Python warnings, C-level messages on stderr and the trainer's per-step lines go to
+``run_dir/<name>/run.log``; progress bars are off; recorded numbers go to the record file
+without a printed line; tables print whole.
 """
 from __future__ import annotations
 
@@ -44,6 +49,10 @@ def start(name: str, *, run_dir: str | os.PathLike, figures_dir: str | os.PathLi
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if cache_dir:
         os.environ["QRLIB_CACHE"] = str(cache_dir)
+    run_dir = Path(run_dir)
+    out_dir = run_dir / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    route_logs(out_dir / "run.log")
     import torch
 
     from qrlib import plots
@@ -60,8 +69,47 @@ def start(name: str, *, run_dir: str | os.PathLike, figures_dir: str | os.PathLi
     torch.manual_seed(seed)
     if torch_threads:
         torch.set_num_threads(int(torch_threads))
-    run_dir = Path(run_dir)
-    out_dir = run_dir / name
-    out_dir.mkdir(parents=True, exist_ok=True)
     return Session(name, run_dir, Path(figures_dir), Path(tables_dir), out_dir,
-                   Recorder(run_dir, name), backend)
+                   Recorder(run_dir, name, quiet=True), backend)
+
+
+def route_logs(path: Path) -> Path:
+    """Send everything but the notebook's own results to ``path`` (appended): the root
+    logger (vLLM with ``VLLM_CONFIGURE_LOGGING=0``, transformers with its own handler
+    removed, TRL, PEFT), Python warnings, and, inside a Jupyter kernel, C-level writes to
+    file descriptor 2 (PyTorch's and vLLM's native warnings); progress bars off
+    (``TQDM_DISABLE``, ``HF_HUB_DISABLE_PROGRESS_BARS``); the trainer's per-step lines
+    (``QRLIB_RUN_LOG``, :mod:`qrlib.rl.steplog`); pandas prints every column."""
+    import logging
+    import sys
+    import warnings
+
+    for var, value in (("TQDM_DISABLE", "1"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                       ("VLLM_CONFIGURE_LOGGING", "0"), ("QRLIB_RUN_LOG", str(path))):
+        os.environ[var] = value
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if not isinstance(h, logging.StreamHandler)
+                     or isinstance(h, logging.FileHandler)] + [handler]
+    root.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    warnings.simplefilter("default")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        pass
+    else:
+        hf_logging.disable_default_handler()
+        hf_logging.enable_propagation()
+        hf_logging.disable_progress_bar()
+    if "ipykernel" in sys.modules:  # native stderr of this kernel into the log, not the cell
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        os.dup2(fd, 2)
+        os.close(fd)
+    import pandas as pd
+
+    pd.set_option("display.max_columns", None)
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_colwidth", 120)
+    return path

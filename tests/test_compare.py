@@ -76,3 +76,19 @@ def test_table_order_duplicates_and_selection_by_column():
     with pytest.raises(QrlibError, match="appears 2 times"):
         C.comparison_table(rows + rows[:1])
     assert set(SCALE_COLUMNS) <= set(df.columns)
+
+
+def test_a_flagged_row_carries_its_validity_and_says_so_in_its_sentence():
+    from qrlib.eval.scale import scale_columns
+
+    a, b = _scores()
+    lg = pd.DataFrame({"step": [1, 2, 3, 4], "qids": ["q1"] * 4, "rollouts": [16] * 4,
+                       "step_seconds": [10.0] * 4, "format_valid": [1.0, 1.0, 1.0, 0.99]})
+    row = C.compare(a, b, method="trained", kind="trained", resamples=500,
+                    scale=scale_columns("qwen", [lg], test_queries=50, test_valid=0.0), **KW)
+    assert row["valid flag"] == "test valid < 0.9" and row["train valid"] == 0.99
+    assert "flagged: test outputs well-formed 0.00, training's last quarter 0.99" in C.describe(row)
+    # a table written before the validity columns existed still reads as a comparison table
+    old = C.comparison_table([row]).drop(columns=["test valid", "train valid", "valid flag"])
+    assert C.check_comparisons(old, "old.csv") is old and "flagged" not in C.describe(
+        old.iloc[0].to_dict())

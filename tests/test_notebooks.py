@@ -26,6 +26,22 @@ def test_every_notebook_ran(smoke_run):
     assert set(wb.notebook_names()) <= set(timings["notebook"])
 
 
+def test_executed_notebooks_show_no_logs_bars_reprs_or_paths(smoke_run):
+    """Clean outputs: every kind of qrlib.workbook.noise is zero in every executed notebook
+    (logs, warnings and progress bars go to the run's log file)."""
+    import json
+
+    from qrlib.workbook.noise import noise_lines
+
+    _, _, paths = smoke_run
+    found = {}
+    for nb in sorted((paths["run_dir"] / "notebooks").glob("*.ipynb")):
+        lines = noise_lines(json.loads(nb.read_text(encoding="utf-8")))
+        if lines:
+            found[nb.stem] = {k: (len(v), v[0]) for k, v in lines.items()}
+    assert not found, found
+
+
 def test_figures_and_tables_saved_with_profile_captions(smoke_run):
     profile, _, paths = smoke_run
     pngs = sorted(paths["figures_dir"].glob("*.png"))
@@ -320,7 +336,7 @@ TRAINED_TABLES = {
 
 
 def test_every_trained_table_states_its_training_scale(smoke_run):
-    from qrlib.eval.scale import missing_scale
+    from qrlib.eval.scale import VALID_BAR, VALIDITY_COLUMNS, missing_scale
 
     _, _, paths = smoke_run
     for nb, names in TRAINED_TABLES.items():
@@ -330,6 +346,12 @@ def test_every_trained_table_states_its_training_scale(smoke_run):
             trained = t[t["RL steps"] > 0]
             assert len(trained) and (trained["rollouts"] > 0).all() and \
                 (trained["train queries"] > 0).all(), name
+            # test format validity beside training's last quarter, flagged below the bar
+            assert set(VALIDITY_COLUMNS) <= set(t.columns), name
+            assert trained["test valid"].notna().all() and \
+                trained["train valid"].notna().all(), name
+            flags = t["valid flag"].fillna("").astype(str).str.len() > 0
+            assert (flags == (t["test valid"] < VALID_BAR)).all(), name
 
 
 def test_11_evidence_hits_grow_with_depth(rec):

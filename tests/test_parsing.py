@@ -286,3 +286,14 @@ def test_worst_inputs_at_the_length_cap_parse_in_linear_time():
 ])
 def test_fence_rules_unchanged(text, expected):
     assert parse_completion(text, "acqo").queries == expected
+
+
+def test_one_searched_text_rule_for_training_test_and_baselines():
+    from qrlib.generation.parsing import searched_text
+
+    assert searched_text("vitamin d", "cholecalciferol", "rewrite") == "cholecalciferol"
+    assert searched_text("vitamin d", " cholecalciferol ", "expand") == "vitamin d cholecalciferol"
+    assert searched_text("vitamin d", "  ", "expand") == "vitamin d"  # nothing: the query
+    assert searched_text("vitamin d", "", "rewrite") == "vitamin d"
+    with pytest.raises(QrlibError, match="mode must be one of rewrite, expand"):
+        searched_text("q", "r", "replace")

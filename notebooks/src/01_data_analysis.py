@@ -286,7 +286,7 @@ if pooled_base:
 # %%
 if include_spider:
     sp = load_spider(data_dir)
-    print(sp.meta)
+    print({k: v for k, v in sp.meta.items() if k != "source"})  # the data folder stays out
     per_db = (pd.DataFrame(sp.examples).groupby("db_id").size().rename("questions").to_frame())
     for db, n in sp.skipped.items():
         per_db.loc[db, "questions"] = n

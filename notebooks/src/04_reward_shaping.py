@@ -115,7 +115,7 @@ axes[3].step(ranks, [R_dr.answer_rank_tier_reward(x) for x in ranks], where="pos
 axes[3].set_xscale("log"); axes[3].set_xlabel("rank of first answer hit")
 axes[3].set_title("DeepRetrieval answer-rank tiers")
 fig.tight_layout()
-plots.save_figure(fig, "04_reward_shapes", figures_dir,
+_ = plots.save_figure(fig, "04_reward_shapes", figures_dir,
                   caption="ACQO Phi and Phi' (Eq. 3, 10), eta-decay (Eq. 4), DeepRetrieval "
                           "recall and answer-rank tiers (Table 8). Pure functions, no data.",
                   profile=profile)
@@ -267,7 +267,7 @@ for ax, label in zip(axes.ravel(), REWARDS):
     ax.set_title(f"{label}\nzero-std groups: {stats.loc[label, 'frac_reward_zero_std']:.0%}",
                  fontsize=9)
 fig.tight_layout()
-plots.save_figure(fig, "04_reward_distributions", figures_dir,
+_ = plots.save_figure(fig, "04_reward_distributions", figures_dir,
                   caption=f"Distribution of each reward over the same pseudo-rollouts "
                           f"({dataset} {split}, {retriever}, {group_size} per query, "
                           f"{p_malformed:.0%} broken formats); profile {profile}{note}.",

@@ -285,7 +285,7 @@ for name in datasets:
         t0 = time.perf_counter()
         SUMMARIES[run_name] = train(cfg, env=make_env(name, kind, mode), queries=tr.queries)
         print(run_name, SUMMARIES[run_name], f"{time.perf_counter() - t0:.0f}s")
-save_json(SUMMARIES, out_dir / "train_summaries.json")
+_ = save_json(SUMMARIES, out_dir / "train_summaries.json")
 
 # %% [markdown]
 # ### Training health
@@ -336,7 +336,7 @@ setting_05 = (f"{model}, per run: {min(v['steps'] for v in scale.values())}-"
               f"{max(v['steps'] for v in scale.values())} steps taken, "
               f"{min(v['queries'] for v in scale.values())}-{max(v['queries'] for v in scale.values())} "
               f"distinct train claims seen, {prompts_per_step}x{num_generations} rollouts/step")
-plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile, setting=setting_05,
+_ = plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile, setting=setting_05,
                   caption=(f"GRPO training of {model} + LoRA r={lora_r}: reward nDCG@{reward_k}, "
                            f"{prompts_per_step}x{num_generations} rollouts/step; scale from the "
                            "logs: " + "; ".join(f"{r} {v['steps']} steps, {v['queries']} claims, "
@@ -421,11 +421,14 @@ for name in datasets:
 engine.close_engines()  # the evaluation engine is done: free it before the dense encoder searches
 
 def row_scale(name, method, n_test):
-    """The training scale of a result row, from its run's log (qrlib.eval.scale)."""
+    """The training scale of a result row, from its run's log, and its test format validity
+    beside training's (qrlib.eval.scale)."""
+    valid = None if method == "raw" else REWRITES[name, method].format_ok.mean()
     if method.startswith("trained-"):
         run_name = f"{name}-{method[len('trained-'):]}"
-        return scale_columns(model, [logs[logs.run == run_name]], test_queries=n_test)
-    return scale_columns(None if method == "raw" else model, test_queries=n_test)
+        return scale_columns(model, [logs[logs.run == run_name]], test_queries=n_test,
+                             test_valid=valid)
+    return scale_columns(None if method == "raw" else model, test_queries=n_test, test_valid=valid)
 
 
 rows, per_query = [], {}

@@ -334,7 +334,7 @@ for kind in retrievers:
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     CONFIGS[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "dtype", "dynamic_sampling")})
-Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, prefill=prefill,
+_ = Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, prefill=prefill,
              train_datasets=train_datasets, corpus_ids=sorted(CORPUS), eta=eta, delta=delta,
              reward_k=reward_k, n_distractors=n_distractors,
              max_completion_length=max_completion_length,
@@ -399,7 +399,7 @@ for ax in axes:
     if ax.get_legend_handles_labels()[0]:
         plots.legend_outside(ax, where="below")
 fig.tight_layout()
-plots.save_figure(fig, "06_stage1_curves", figures_dir,
+_ = plots.save_figure(fig, "06_stage1_curves", figures_dir,
                   caption="ACQO Stage I training curves: reward, sub-queries per rollout, fused "
                           "vs best single sub-query nDCG@10 (ACQO Fig. 4), share of groups "
                           "with zero reward spread, format validity",

@@ -232,7 +232,7 @@ for kind in retrievers:
     s["n_train_questions"] = len(rows2)
     NAMES[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "n_train_questions")})
-save_json({"summaries": SUMMARIES, "tau": TAU, "kept": KEPT}, out_dir / "stage2.json")
+_ = save_json({"summaries": SUMMARIES, "tau": TAU, "kept": KEPT}, out_dir / "stage2.json")
 
 # %% [markdown]
 # ### Training health
@@ -357,6 +357,7 @@ for label, (adapter, contract) in MODELS.items():
     del m
     print(label, "done")
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompositions.json")
+VALID = {k: sum(d["format_ok"] for d in v) / len(v) for k, v in DECOMP.items()}  # test validity
 
 # %% [markdown]
 # ## 5. Results with paired-bootstrap intervals (ACQO Table 3's columns)
@@ -433,7 +434,7 @@ for (name, kind, label), pq in PER_Q.items():
            "wins/losses": f"{bs['wins']}/{bs['losses']}"}
     pol, logs, sft, n_warm = TRAINED_BY[label]
     row.update(scale_columns(pol, logs, test_queries=bs["n_queries"], sft_steps=sft,
-                             sft_queries=n_warm))
+                             sft_queries=n_warm, test_valid=VALID.get((label, name))))
     rows.append(row)
 RESULTS = pd.DataFrame(rows)
 for _, r in RESULTS.iterrows():
@@ -477,9 +478,10 @@ def _ndcg(name, kind, label):
     return PER_Q[name, kind, label].set_index("query_id")["nDCG@10"].to_dict()
 
 
-def _scale(label, n):
+def _scale(label, n, name):
     pol, logs, sft, n_warm = TRAINED_BY[label]
-    return scale_columns(pol, logs, test_queries=n, sft_steps=sft, sft_queries=n_warm)
+    return scale_columns(pol, logs, test_queries=n, sft_steps=sft, sft_queries=n_warm,
+                         test_valid=VALID.get((label, name)))
 
 
 cmp_rows = []
@@ -488,7 +490,7 @@ for (name, kind, label), pq in PER_Q.items():
         cmp_rows.append(compare(_ndcg(name, kind, label), _ndcg(name, kind, "raw question"),
                                 paper="acqo", dataset=name, retriever=kind, metric="nDCG@10",
                                 method=label, kind=KIND[label], baseline="raw question",
-                                scale=_scale(label, len(pq)), resamples=bootstrap, seed=seed))
+                                scale=_scale(label, len(pq), name), resamples=bootstrap, seed=seed))
 for trained_with in retrievers:
     acqo = f"ACQO: Stage I+II ({trained_with}-trained)"
     for (name, kind, label), pq in PER_Q.items():
@@ -497,7 +499,7 @@ for trained_with in retrievers:
         cmp_rows.append(compare(_ndcg(name, kind, acqo), _ndcg(name, kind, label), paper="acqo",
                                 dataset=name, retriever=kind, metric="nDCG@10", method=acqo,
                                 kind="trained", baseline=label, baseline_kind=KIND[label],
-                                scale=_scale(acqo, len(pq)), resamples=bootstrap, seed=seed))
+                                scale=_scale(acqo, len(pq), name), resamples=bootstrap, seed=seed))
 COMPARISONS = comparison_table(cmp_rows)
 save_table(COMPARISONS.round(4), "07_comparisons", tables_dir,
            caption="Every row minus the raw question, and ACQO (Stage I+II) minus every other "
@@ -553,7 +555,7 @@ for ax, name in zip(axes[0], test_datasets):
     ax.set(title=name, xlabel="sub-queries written", ylabel=f"nDCG@10 ({eval_retrievers[0]})")
     ax.set_xticks([1, 2, 3])
 plots.legend_outside(axes[0][-1])
-plots.save_figure(fig, "07_ndcg_by_n_subqueries", figures_dir,
+_ = plots.save_figure(fig, "07_ndcg_by_n_subqueries", figures_dir,
                   caption="Test nDCG@10 against the number of sub-queries (ACQO Fig. 1-2)",
                   profile=profile, setting=f"{model}, {n_test_queries or 'all'} test questions per dataset")
 

@@ -232,7 +232,7 @@ fig.tight_layout()
 plots.legend_outside(fig, *axes[0][0].get_legend_handles_labels(), title="prompt family")
 setting_bon = (f"{model}, {bon_n_queries} test queries/dataset, corpus "
                f"{'full' if bon_n_distractors is None else f'judged+{bon_n_distractors}'}")
-plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile, setting=setting_bon,
+_ = plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile, setting=setting_bon,
                   caption=("Best-of-N nDCG@10 of SAGE's strategy prompts vs DMQR-RAG strategies "
                            "vs a generic rewrite prompt (SAGE Fig. 3's analysis; paper: Qwen3 "
                            "0.6-8B, BGE-base / Contriever, full BEIR test sets)"))
@@ -363,7 +363,7 @@ for name, (tr, te, full) in SAGE_DATA.items():
             name=f"sage-{name}-{sage_retriever}-{v.key}", run_dir=run_dir, dataset=name,
             **TRAIN_KW)
         print(f"{name} {v.key}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
-save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sage_summaries.json")
+_ = save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sage_summaries.json")
 
 # %% [markdown]
 # ### Training health
@@ -391,7 +391,7 @@ CURVES = {VARIANTS[key].label + (f" ({name})" if len(sage_datasets) > 1 else "")
 fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
 setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs, per run: "
                 + curves.scale_setting(CURVES))
-plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
                   setting=setting_sage,
                   caption=("SAGE training: shaped reward and response length per GRPO step "
                            "(SAGE App. A.4; paper: Qwen3-4B, 4,096-token budget)"))
@@ -510,7 +510,7 @@ SAGE_LABELS = {f"untrained ({v.prompt})" for v in RUNS if v.prompt.startswith("s
     v.label for v in RUNS if v.prompt.startswith("sage/")}
 for (name, label), df in SAGE_REWRITES.items():
     if label in SAGE_LABELS:
-        counts = df.strategy.fillna(0).astype(int).value_counts(normalize=True)
+        counts = pd.to_numeric(df.strategy, errors="coerce").fillna(0).astype(int).value_counts(normalize=True)
         rows.append({"dataset": name, "model": label,
                      **{("none" if s == 0 else f"s{s}"): counts.get(s, 0.0) for s in range(6)}})
 STRAT_CHOICE = pd.DataFrame(rows)

@@ -139,9 +139,10 @@ def get_retriever(key, kind):
 # says which); raw and untrained rewrites are scored with every retriever.
 
 # %%
-rows, lat_rows, tok_rows, PERQ = [], [], [], {}
+rows, lat_rows, tok_rows, PERQ, VALID = [], [], [], {}, {}
 for src, name, method, path in found:
     df = pd.read_json(path, lines=True, dtype={"qid": str})
+    VALID[name, method] = float(df.format_ok.mean()) if "format_ok" in df else None
     key = keys[src, name]
     te, _ = COLL[key]
     for kind in retrievers:
@@ -195,11 +196,13 @@ def method_scale(name, method, n_test):
     if not method.startswith("trained-"):
         pol = None if method == "raw" else next(
             (s.get("model") for s in settings.values() if s.get("model")), None)
-        return scale_columns(pol, test_queries=n_test)
+        return scale_columns(pol, test_queries=n_test,
+                             test_valid=None if method == "raw" else VALID[name, method])
     log = run_dir / "rl" / f"{name}-{method[len('trained-'):]}" / "log.csv"
     assert log.exists(), f"{method} on {name}: no training log at {log}"
     pol = load_json(log.parent / "config.json").get("model")
-    return scale_columns(pol, [pd.read_csv(log, dtype={"qids": str})], test_queries=n_test)
+    return scale_columns(pol, [pd.read_csv(log, dtype={"qids": str})], test_queries=n_test,
+                         test_valid=VALID[name, method])
 
 
 vs_rows = []

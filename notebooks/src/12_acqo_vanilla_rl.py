@@ -168,7 +168,7 @@ for kind in retrievers:
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     NAMES[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds")})
-save_json({"summaries": SUMMARIES, "budget": BUDGET}, out_dir / "vanilla.json")
+_ = save_json({"summaries": SUMMARIES, "budget": BUDGET}, out_dir / "vanilla.json")
 
 # %% [markdown]
 # ### Training health
@@ -269,6 +269,7 @@ for name in test_datasets:
               f"{sum(d['format_ok'] for d in dec)} well-formed")
 engine.close_engines()
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "rewrites.json")
+VALID = {k: sum(d["format_ok"] for d in v) / len(v) for k, v in DECOMP.items()}  # test validity
 
 # %% [markdown]
 # ## 5. Vanilla RL in ACQO Table 3's columns, next to 07's rows
@@ -284,7 +285,8 @@ for (name, kind, label), pq in PER_Q.items():
         rows.append({"dataset": name, "retriever": kind, "model": vanilla_label(kind),
                      **{metrics.label(m): pq[m].mean() for m in MEASURES},
                      "sub-queries": pq["n_sub"].mean(),
-                     **scale_columns(model, [LOGS[kind]], test_queries=len(pq))})
+                     **scale_columns(model, [LOGS[kind]], test_queries=len(pq),
+                                     test_valid=VALID[name, kind])})
 VANILLA = pd.DataFrame(rows)
 keep = ACQO_RESULTS.model.str.startswith(("raw question", "untrained [no-decompose]", "rule:",
                                           "ACQO: Stage I+II"))
@@ -316,7 +318,7 @@ for (name, kind, label), pq in PER_Q.items():
     cols = cols.set_index(cols.query_id.astype(str)).drop(columns=["dataset", "retriever", "query_id"])
     van = vanilla_label(kind)
     cols[van] = pq.set_index(pq.query_id.astype(str))["nDCG@10"]
-    scale = scale_columns(model, [LOGS[kind]], test_queries=len(pq))
+    scale = scale_columns(model, [LOGS[kind]], test_queries=len(pq), test_valid=VALID[name, kind])
     acqo = f"ACQO: Stage I+II ({kind}-trained)"
     rule = next((c for c in cols.columns if c.startswith("rule:")), None)
     pairs = [(van, "trained", scale, "raw question", "baseline"),

@@ -100,7 +100,6 @@ from qrlib.generation import engine, policy, prompts
 from qrlib.methods.deepretrieval import sql_task
 from qrlib.rl.coldstart import rl_after_sft
 from qrlib.rl.env import RewardEnv
-from qrlib.rl.release import release_memory
 from qrlib.generation.contract import DecodingContract
 from qrlib.rl.train import load_config, train
 
@@ -146,11 +145,9 @@ print(prompts.render(prompts.get(rl_prompt), schema=TEST_ROWS[0]["schema"][:400]
 # 23 GiB at batch 4, then the GRPO run from the SFT adapter, without checkpointing, like the
 # run from scratch.
 #
-# Between runs, `qrlib.rl.release.release_memory` gives the finished run's memory back: a
-# library keeps a traceback that pins the first trainer (policy, optimizer, engine weights)
-# for the life of the process, and the allocator keeps what was freed. Without it the second
-# run's SFT ran out of memory on this 23 GiB machine (measured: 10.7 GiB still held after
-# the first run).
+# Each finished run gives its memory back before the next one starts (`train` drops the
+# traceback a library keeps of the trainer's frames and returns the freed heap to the system;
+# `qrlib.rl.release`), so the three runs share one process.
 
 # %%
 RUNS = {"RL from scratch": dict(run="scratch", sft_steps=0, rows=TRAIN_ROWS, prompt=rl_prompt,
@@ -199,7 +196,6 @@ for label, spec in RUNS.items():
     SUMMARIES[label] = s = fit(cfg, env=env, rows=spec["rows"])
     print(label, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
     del env
-    print("memory given back:", release_memory())  # else the next run's SFT runs out of memory
 save_json(SUMMARIES, out_dir / "summaries.json")
 LOGS = {k: pd.read_csv(s["log"], dtype={"qids": str}) for k, s in SUMMARIES.items()}
 
@@ -238,7 +234,7 @@ axes[2].set(xlabel="training step", ylabel="completion tokens (reasoning + SQL)"
 for ax in axes:
     plots.legend_outside(ax, where="below")
 fig.tight_layout()
-plots.save_figure(fig, "13_sql_curves", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "13_sql_curves", figures_dir, profile=profile,
                   caption="SQL RL runs: reward and format validity per step",
                   setting=f"{model}; from the logs: "
                           + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
@@ -272,7 +268,7 @@ for label, (adapter, contract) in MODELS.items():
     print(f"{label}: {SCORES[label].exec_match.mean():.3f} execution accuracy, "
           f"{g.format_ok.mean():.2f} well-formed, {SCORES[label].executed.mean():.2f} ran")
 engine.close_engines()
-save_json({k: v.to_dict("records") for k, v in GEN.items()}, out_dir / "generated.json")
+_ = save_json({k: v.to_dict("records") for k, v in GEN.items()}, out_dir / "generated.json")
 
 # %% [markdown]
 # ## 4. Table 3 on our test databases
@@ -284,9 +280,15 @@ save_json({k: v.to_dict("records") for k, v in GEN.items()}, out_dir / "generate
 # %%
 SFT_SCALE = dict(sft_steps=sft_steps, sft_queries=len(TRAIN_ROWS))
 SCALE = {label: scale_columns(model, [log], test_queries=len(TEST_ROWS),
+                              test_valid=GEN[label].format_ok.mean(),
                               **(SFT_SCALE if RUNS[label]["sft_steps"] else {}))
          for label, log in LOGS.items()}
-SCALE["SFT on gold (nothink)"] = scale_columns(model, test_queries=len(TEST_ROWS), **SFT_SCALE)
+SCALE["SFT on gold (nothink)"] = scale_columns(
+    model, test_queries=len(TEST_ROWS), test_valid=GEN["SFT on gold (nothink)"].format_ok.mean(),
+    **SFT_SCALE)
+for label in GEN:  # untrained rows: no training, their own test validity
+    SCALE.setdefault(label, scale_columns(model, test_queries=len(TEST_ROWS),
+                                          test_valid=GEN[label].format_ok.mean()))
 rows = []
 for label, sc in SCORES.items():
     acc = sql_task.accuracy_by_level(sc, LEVELS)
@@ -295,7 +297,7 @@ for label, sc in SCORES.items():
                  "ran": sc.executed.mean(), "well-formed": GEN[label].format_ok.mean(),
                  "gen tokens": GEN[label].gen_tokens.mean(),
                  "think words": GEN[label].think_words.mean(),
-                 **SCALE.get(label, scale_columns(model, test_queries=len(TEST_ROWS)))})
+                 **SCALE[label]})
 TABLE3 = pd.DataFrame(rows)
 save_table(TABLE3.round(4), "13_sql_results", tables_dir,
            caption=f"SQL database search on Spider dev's test databases ({len(TEST_ROWS)} "
@@ -314,7 +316,7 @@ for label, sc in SCORES.items():
         metric="execution accuracy", method=label,
         kind="trained" if label.startswith("RL") else "warm start" if trained else "untrained",
         baseline=BASE, baseline_kind="untrained",
-        scale=SCALE.get(label, scale_columns(model, test_queries=len(TEST_ROWS))),
+        scale=SCALE[label],
         resamples=bootstrap, seed=seed))
 COMPARISONS = comparison_table(cmp_rows)
 save_table(COMPARISONS.round(4), "13_comparisons", tables_dir,

@@ -97,7 +97,6 @@ from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.generation.contract import DecodingContract
 from qrlib.generation import engine, policy, prompts, rewrite
 from qrlib.methods.rlqr import pipeline as rlqr
-from qrlib.rl.release import release_memory
 from qrlib.retrieval import retrievers as retrieval
 
 # %% [markdown]
@@ -160,9 +159,8 @@ pd.concat([a.head(n_examples).assign(dataset=n) for n, a in ATTEMPTS.items()])[
 #
 # GRPO with a LoRA adapter (TRL's `GRPOTrainer`; RL-QR trains Qwen3 with TRL's default
 # settings for one epoch). The rewrite prompt asks for the query inside `<answer>` tags
-# and nothing else; with `prefill` the answer starts with `<answer>`. After each rewriter,
-# `qrlib.rl.release.release_memory` gives its memory back (four trainings in one process
-# went out of memory on 24 GB without it; see notebook 13).
+# and nothing else; with `prefill` the answer starts with `<answer>`. Each finished
+# training gives its memory back before the next (`qrlib.rl.release`, called by `train`).
 
 # %%
 SETS = {"all": ("RL-QR", ""), "hard": ("RL-QR (hard questions)", "-hard"),
@@ -192,7 +190,6 @@ for name, te in DATA.items():
                 dynamic_sampling=dynamic_sampling, stop=list(stop), seed=seed,
                 save_steps=max(1, train_steps // 4))
             print(name, kind, tset, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
-            release_memory()
 print(pd.DataFrame(TRAIN_SIZES).to_string(index=False))
 save_json({"/".join(key): s for key, s in SUMMARIES.items()}, out_dir / "summaries.json")
 gc.collect()  # the trainers' models and engines, before the evaluation loads its own
@@ -235,7 +232,7 @@ axes[2].set(xlabel="GRPO step", ylabel="well-formed rollouts", ylim=(-0.05, 1.05
 for ax in axes:
     plots.legend_outside(ax, where="below")
 fig.tight_layout()
-plots.save_figure(fig, "14_rlqr_curves", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "14_rlqr_curves", figures_dir, profile=profile,
                   caption="RL-QR training on synthetic queries: reward, its nDCG part and "
                           "format validity per step",
                   setting=f"{model}; from the logs: " + "; ".join(
@@ -275,12 +272,16 @@ for name, te in DATA.items():
         n = len(te.queries)
         methods = {"raw query": (None, scale_columns(None, test_queries=n), "baseline"),
                    "untrained": (REWRITES[name, "untrained"],
-                                 scale_columns(model, test_queries=n), "untrained")}
+                                 scale_columns(model, test_queries=n,
+                                               test_valid=REWRITES[name, "untrained"].format_ok.mean()),
+                                 "untrained")}
         for tset in [t for t in train_sets if (name, kind, t) in SUMMARIES]:
             REWRITES[name, kind, tset] = rewrite_all(SUMMARIES[name, kind, tset]["adapter"], te)
             methods[SETS[tset][0]] = (REWRITES[name, kind, tset],
                                       scale_columns(model, [LOGS[name, kind, tset]],
-                                                    test_queries=n), "trained")
+                                                    test_queries=n,
+                                                    test_valid=REWRITES[name, kind, tset].format_ok.mean()),
+                                      "trained")
         measures = ("nDCG@3", "nDCG@10")
         raw = rlqr.search_scores(RETRIEVERS[name, kind], te.qrels, te.queries, measures)
         scores = {}  # one search per method, scored on every measure

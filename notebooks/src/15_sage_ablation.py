@@ -174,7 +174,7 @@ print("\n".join(health_lines))
 # %%
 CURVES = {f"{LABEL[key]} ({name})": lg for (name, key), lg in LOGS.items()}
 fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
-plots.save_figure(fig, "15_ablation_training_curves", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "15_ablation_training_curves", figures_dir, profile=profile,
                   setting=(f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs: "
                            + curves.scale_setting(CURVES)),
                   caption="SAGE-SCS under three exploration settings: shaped reward and "
@@ -231,7 +231,7 @@ published.table("sage", "Table 3")
 # %%
 rows = []
 for (name, label), df in REWRITES.items():
-    counts = df.strategy.fillna(0).astype(int).value_counts(normalize=True)
+    counts = pd.to_numeric(df.strategy, errors="coerce").fillna(0).astype(int).value_counts(normalize=True)
     rows.append({"dataset": name, "model": label,
                  **{("none" if s == 0 else f"s{s}"): counts.get(s, 0.0) for s in range(6)}})
 STRATEGIES = pd.DataFrame(rows)

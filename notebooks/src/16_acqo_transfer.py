@@ -151,7 +151,7 @@ for label, adapter in ROWS.items():
         SUBS[label, name] = {d["qid"]: d["subqueries"] for d in dec}
 engine.close_engines()
 print(f"decompositions in {time.perf_counter() - t0:.0f}s")
-save_json({f"{k[0]} | {k[1]}": v for k, v in GEN.items()}, out_dir / "decompositions.json")
+_ = save_json({f"{k[0]} | {k[1]}": v for k, v in GEN.items()}, out_dir / "decompositions.json")
 
 # %% [markdown]
 # ## 3. Retrieval: in and out of domain, with the training retriever and the other one
@@ -160,11 +160,13 @@ save_json({f"{k[0]} | {k[1]}": v for k, v in GEN.items()}, out_dir / "decomposit
 # the raw question with the 95% paired bootstrap.
 
 # %%
-def row_scale(label, n):
-    """The scale columns of a row (from its runs' logs when trained)."""
+def row_scale(label, n, name):
+    """The scale columns of a row (from its runs' logs when trained) and its test validity."""
     if label in SCALE:
         logs, sft, warm = SCALE[label]
-        return scale_columns(model, logs, test_queries=n, sft_steps=sft, sft_queries=warm)
+        valid = sum(d["format_ok"] for d in GEN[label, name]) / len(GEN[label, name])
+        return scale_columns(model, logs, test_queries=n, sft_steps=sft, sft_queries=warm,
+                             test_valid=valid)
     return scale_columns(None, test_queries=n)
 
 
@@ -185,7 +187,7 @@ for name, ds in TEST.items():
             cmp_rows.append(compare(pq.to_dict(), raw, paper="acqo", dataset=name,
                                     retriever=kind, metric="nDCG@10", method=label,
                                     kind=KIND[label], baseline="raw question",
-                                    scale=row_scale(label, len(pq)), resamples=bootstrap,
+                                    scale=row_scale(label, len(pq), name), resamples=bootstrap,
                                     seed=seed))
 rows = []
 for (label, name, kind), pq in PER_Q.items():
@@ -251,7 +253,7 @@ for name in test_datasets:
                 c = compare(pq[m].to_dict(), base[m].to_dict(), paper="acqo", dataset=name,
                             retriever=reader_retriever, metric=f"reader {m}", method=label,
                             kind=KIND[label], baseline="raw question",
-                            scale=row_scale(label, len(pq)), resamples=bootstrap, seed=seed)
+                            scale=row_scale(label, len(pq), name), resamples=bootstrap, seed=seed)
                 cmp_rows.append(c)
                 row[f"Δ{m} vs raw"], row[f"{m} lo"], row[f"{m} hi"] = c["diff"], c["lo"], c["hi"]
         rows.append(row)
@@ -301,7 +303,7 @@ for j, kind in enumerate(eval_retrievers):
     ax.set(title=f"searched with {kind}", ylabel="ΔnDCG@10 vs raw question")
 fig.tight_layout()
 plots.legend_outside(fig, *axes[0][0].get_legend_handles_labels(), title="test set")
-plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
                   setting=f"{model}; {', '.join(f'{n}: {len(TEST[n].queries)} q' for n in TEST)}",
                   caption="ACQO's rows minus the raw question (nDCG@10, 95% paired bootstrap) in "
                           "and out of the training domain, with the training retriever and the "

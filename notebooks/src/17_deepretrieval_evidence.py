@@ -174,7 +174,7 @@ for name in datasets:
             save_steps=max(1, train_steps // 4))
         LOGS[name, run] = pd.read_csv(s_["log"], dtype={"qids": str})
         print(f"{name} {run}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
-save_json({f"{n}:{r}": s for (n, r), s in SUMMARIES.items()}, out_dir / "train_summaries.json")
+_ = save_json({f"{n}:{r}": s for (n, r), s in SUMMARIES.items()}, out_dir / "train_summaries.json")
 
 # %% [markdown]
 # ### Training health
@@ -202,7 +202,7 @@ print("\n".join(health_lines))
 # %%
 CURVES = {f"{name} · {run}": lg for (name, run), lg in LOGS.items()}
 fig = curves.reward_and_length(CURVES, reward="mean answer-rank reward")
-plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
                   setting=f"{model}; from the logs: " + curves.scale_setting(CURVES),
                   caption="Evidence seeking: reward and completion length per GRPO step, with "
                           "and without reasoning (DeepRetrieval Fig. 4's comparison)")
@@ -242,10 +242,14 @@ for run in runs:
                                        {name: SEARCH["test", name]}, NS,
                                        batch_size=eval_batch_size)
         RESULTS[f"trained {run}", name] = trained[PROMPTS[run], name]
+        valid = {s_: RESULTS[f"{s_} {run}", name]["rewrites"]["format_ok"].mean()
+                 for s_ in ("untrained", "trained")}  # test validity of each row
         for label, kind, scale in (
-                (f"untrained {run}", "untrained", scale_columns(model, test_queries=n)),
+                (f"untrained {run}", "untrained",
+                 scale_columns(model, test_queries=n, test_valid=valid["untrained"])),
                 (f"trained {run}", "trained",
-                 scale_columns(model, [LOGS[name, run]], test_queries=n))):
+                 scale_columns(model, [LOGS[name, run]], test_queries=n,
+                               test_valid=valid["trained"]))):
             r_, c_ = er.evidence_rows(RAW[name], RESULTS[label, name], dataset=name,
                                       rewriter=label, kind=kind, scale=scale, ns=NS,
                                       resamples=bootstrap, seed=seed)
@@ -254,9 +258,13 @@ for run in runs:
 BOTH = [n for n in datasets if all(n in RUN_DATASETS.get(r, []) for r in ("think", "nothink"))]
 for name in BOTH:  # with vs without reasoning, the same model state, question by question
     n = len(TEST[name].questions)
-    for state, kind, scale in (("untrained", "untrained", scale_columns(model, test_queries=n)),
+    valid = {s_: RESULTS[f"{s_} think", name]["rewrites"]["format_ok"].mean()
+             for s_ in ("untrained", "trained")}
+    for state, kind, scale in (("untrained", "untrained",
+                                scale_columns(model, test_queries=n, test_valid=valid["untrained"])),
                                ("trained", "trained", scale_columns(
-                                   model, [LOGS[name, "think"]], test_queries=n))):
+                                   model, [LOGS[name, "think"]], test_queries=n,
+                                   test_valid=valid["trained"]))):
         cmp_rows += [compare(RESULTS[f"{state} think", name]["rewrite"][h].to_dict(),
                              RESULTS[f"{state} nothink", name]["rewrite"][h].to_dict(),
                              paper="deepretrieval", dataset=name, retriever="bm25", metric=h,

@@ -103,6 +103,7 @@ from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval.scale import fmt_scale, log_scale, plumbing_note, scale_columns
 from qrlib.generation import engine
 from qrlib.methods.acqo.ablation import (RUNS, check_env, check_same_test, load_subqueries,
+                                         load_validity,
                                          rerun_config, saved_env, training_collection)
 from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.methods.acqo.curriculum import SubqueryProbe, search_fused
@@ -186,7 +187,7 @@ for kind in retrievers:
         TRAINED[reading, kind] = [start2, summ2]
         print(f"{reading}/{kind}: Stage II {summ2['steps']} steps on {len(rows2)} questions "
               f"({time.perf_counter() - t0:.0f}s this session)")
-save_json({f"{r} | {k}": v for (r, k), v in TRAINED.items()}, out_dir / "ablation_runs.json")
+_ = save_json({f"{r} | {k}": v for (r, k), v in TRAINED.items()}, out_dir / "ablation_runs.json")
 
 # %% [markdown]
 # ### Training health
@@ -225,7 +226,7 @@ axes[0].set(xlabel="Stage II step", ylabel="Stage II reward (rolling mean of 4)"
 axes[1].set(xlabel="Stage II step", ylabel="sub-queries per rollout")
 plots.legend_outside(axes[1])
 fig.tight_layout()
-plots.save_figure(fig, "18_stage2_curves", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "18_stage2_curves", figures_dir, profile=profile,
                   caption="Stage II with RSF (07) and with RRF (here) in the reward",
                   setting=f"{model}; from the logs: " + "; ".join(
                       f"{lab} {k}: {fmt_scale(log_scale(lg))}" for (lab, k), lg in CURVES.items()))
@@ -251,6 +252,7 @@ TEST = {name: qdata.subset(qdata.load_dataset(name, "test", data_dir=data_dir),
 DEC07 = run_dir / "07_acqo_stage2" / "decompositions.json"
 DEC12 = run_dir / "12_acqo_vanilla_rl" / "rewrites.json"
 ROWS, FUSION, SCALE, GEN = {}, {}, {}, {}  # (label, dataset, kind) -> sub-queries / fusion / scale
+VALID = {}  # (label, dataset, kind) -> test validity (share of well-formed decompositions)
 s1_logs = {k: pd.read_csv(S1.summary(k)["log"], dtype={"qids": str}) for k in retrievers}
 for kind in retrievers:
     sft = S1.sft_steps if S1.summary(kind).get("sft_adapter") else 0
@@ -267,6 +269,12 @@ for kind in retrievers:
         ROWS["without query decomposition", name, kind] = load_subqueries(
             DEC12, f"{name} | {kind}", "notebook 12")
         FUSION.update({("ACQO, RRF at test only", name, kind): "rrf"})
+        for label, path, key, writer in (
+                ("ACQO", DEC07, f"{acqo} | {name}", "notebook 07"),
+                ("ACQO, RRF at test only", DEC07, f"{acqo} | {name}", "notebook 07"),
+                ("without Stage II", DEC07, f"{stage1} | {name}", "notebook 07"),
+                ("without query decomposition", DEC12, f"{name} | {kind}", "notebook 12")):
+            VALID[label, name, kind] = load_validity(path, key, writer)
         SCALE.update({("ACQO", kind): ([s1_logs[kind], s2_log], sft, warm),
                       ("ACQO, RRF at test only", kind): ([s1_logs[kind], s2_log], sft, warm),
                       ("without Stage II", kind): ([s1_logs[kind]], sft, warm),
@@ -299,11 +307,12 @@ for kind in retrievers:
             GEN[label, name, kind] = dec
             ROWS[label, name, kind] = {d["qid"]: d["subqueries"] for d in dec}
             FUSION[label, name, kind] = "rrf"
+            VALID[label, name, kind] = sum(d["format_ok"] for d in dec) / len(dec)
         logs = [pd.read_csv(start["log"], dtype={"qids": str}),
                 pd.read_csv(summ2["log"], dtype={"qids": str})]
         SCALE[label, kind] = (logs, sft, warm)
 engine.close_engines()
-save_json({" | ".join(k): v for k, v in GEN.items()}, out_dir / "decompositions.json")
+_ = save_json({" | ".join(k): v for k, v in GEN.items()}, out_dir / "decompositions.json")
 
 # %% [markdown]
 # ## 3. Table 5's columns, and each row against ACQO
@@ -333,7 +342,8 @@ for (label, name, kind), subs in ROWS.items():
                        **scale_columns(model if scale else None, scale[0] if scale else (),
                                        test_queries=len(pq),
                                        sft_steps=scale[1] if scale else 0,
-                                       sft_queries=scale[2] if scale else 0)})
+                                       sft_queries=scale[2] if scale else 0,
+                                       test_valid=VALID.get((label, name, kind)))})
 for name in test_datasets:
     for kind in retrievers:
         published_raw = PER_Q_07[(PER_Q_07.dataset == name) & (PER_Q_07.retriever == kind)]
@@ -347,7 +357,8 @@ for name in test_datasets:
                 continue
             sc = SCALE.get((label, kind))
             scale = scale_columns(model, sc[0], test_queries=len(pq), sft_steps=sc[1],
-                                  sft_queries=sc[2]) if sc else None
+                                  sft_queries=sc[2],
+                                  test_valid=VALID.get((label, name, kind))) if sc else None
             cmp_rows.append(compare(pq["nDCG@10"].to_dict(), raw, paper="acqo", dataset=name,
                                     retriever=kind, metric="nDCG@10", method=label,
                                     kind="trained", baseline="raw question", scale=scale,
@@ -355,7 +366,8 @@ for name in test_datasets:
             if label != "ACQO":
                 acqo_scale = scale_columns(model, SCALE["ACQO", kind][0], test_queries=len(pq),
                                            sft_steps=SCALE["ACQO", kind][1],
-                                           sft_queries=SCALE["ACQO", kind][2])
+                                           sft_queries=SCALE["ACQO", kind][2],
+                                           test_valid=VALID["ACQO", name, kind])
                 cmp_rows.append(compare(acqo, pq["nDCG@10"].to_dict(), paper="acqo",
                                         dataset=name, retriever=kind, metric="nDCG@10",
                                         method="ACQO", kind="trained", baseline=label,
@@ -421,7 +433,7 @@ ax.axvline(0, color="grey", lw=0.8)
 ax.set_yticks(range(len(vs_acqo)), ylab)
 ax.set(xlabel="ACQO minus the ablated row, nDCG@10 (95% paired bootstrap)")
 fig.tight_layout()
-plots.save_figure(fig, "18_ablation", figures_dir, profile=profile,
+_ = plots.save_figure(fig, "18_ablation", figures_dir, profile=profile,
                   caption="What each of ACQO's components is worth on the test questions",
                   setting=f"{model}; {len(TEST[test_datasets[0]].queries)} test questions; "
                           + "; ".join(f"{lab} ({k}): " + ", ".join(

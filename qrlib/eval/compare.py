@@ -15,7 +15,9 @@ Every "rewrite vs raw query" result of the workbook is one row of the same shape
   ``level`` percentile interval ``lo``..``hi`` from ``resamples`` resamples, ``p<=0``
   (share of resamples at or below 0), ``wins``/``losses``/``ties`` and ``test queries``;
 * the training scale behind the method (:data:`qrlib.eval.scale.SCALE_COLUMNS`, read from
-  the runs' logs; zeros and policy ``-`` for rows without training).
+  the runs' logs; zeros and policy ``-`` for rows without training) and its format validity
+  at test beside training's (:data:`qrlib.eval.scale.VALIDITY_COLUMNS`; tables written before
+  they existed are read without them).
 
 Pure functions of their arguments; saving is the caller's (:func:`qrlib.core.io.save_table`).
 """
@@ -25,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from qrlib.core.errors import QrlibError
-from qrlib.eval.scale import SCALE_COLUMNS, plumbing_note
+from qrlib.eval.scale import SCALE_COLUMNS, VALIDITY_COLUMNS, flagged, plumbing_note
 from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
 
 KINDS = ("baseline", "model-free", "untrained", "warm start", "trained")
@@ -33,7 +35,9 @@ KEY_COLUMNS = ("paper", "dataset", "retriever", "metric", "method", "kind", "bas
                "baseline kind")
 STAT_COLUMNS = ("score", "baseline score", "diff", "lo", "hi", "p<=0", "wins", "losses", "ties",
                 "level", "resamples")
-COMPARISON_COLUMNS = KEY_COLUMNS + STAT_COLUMNS + tuple(SCALE_COLUMNS)
+REQUIRED_COLUMNS = KEY_COLUMNS + STAT_COLUMNS + tuple(SCALE_COLUMNS)
+COMPARISON_COLUMNS = REQUIRED_COLUMNS + tuple(VALIDITY_COLUMNS)
+NO_VALIDITY = {"test valid": float("nan"), "train valid": float("nan"), "valid flag": ""}
 
 
 def untrained_scale(test_queries: int, policy: str | None = None) -> dict[str, Any]:
@@ -75,7 +79,8 @@ def compare(scores: Mapping[str, float], baseline_scores: Mapping[str, float], *
             "score": bs["mean_a"], "baseline score": bs["mean_b"], "diff": bs["diff"],
             "lo": bs["lo"], "hi": bs["hi"], "p<=0": bs["p_le_0"], "wins": bs["wins"],
             "losses": bs["losses"], "ties": bs["ties"], "level": level, "resamples": resamples,
-            **{c: scale[c] for c in SCALE_COLUMNS}}
+            **{c: scale[c] for c in SCALE_COLUMNS},
+            **{c: scale.get(c, NO_VALIDITY[c]) for c in VALIDITY_COLUMNS}}
 
 
 def comparison_table(rows: Iterable[Mapping[str, Any]]) -> Any:
@@ -86,7 +91,7 @@ def comparison_table(rows: Iterable[Mapping[str, Any]]) -> Any:
     rows = [dict(r) for r in rows]
     if not rows:
         raise QrlibError("comparison_table: no rows")
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([{**NO_VALIDITY, **r} for r in rows])
     check_comparisons(df, "comparison_table")
     key = ["paper", "dataset", "retriever", "metric", "method", "baseline"]
     dup = df[df.duplicated(key, keep=False)]
@@ -98,9 +103,9 @@ def comparison_table(rows: Iterable[Mapping[str, Any]]) -> Any:
 
 
 def check_comparisons(df: Any, source: str) -> Any:
-    """``df`` if it has every :data:`COMPARISON_COLUMNS` and known kinds, else a one-line
+    """``df`` if it has every :data:`REQUIRED_COLUMNS` and known kinds, else a one-line
     error naming ``source`` (a table read back from disk, say) and what it lacks."""
-    missing = [c for c in COMPARISON_COLUMNS if c not in df.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise QrlibError(f"{source}: not a comparison table, it lacks {', '.join(missing)} "
                          "(see qrlib.eval.compare.COMPARISON_COLUMNS)")
@@ -136,4 +141,4 @@ def describe(row: Mapping[str, Any], digits: int = 3) -> str:
                  f"{int(row['rollouts'])} rollouts, {float(row['train min']):.1f} min; "
                  f"{int(row['test queries'])} test queries"
                  f"{plumbing_note(int(row['RL steps']))})")
-    return text
+    return text + flagged(row)

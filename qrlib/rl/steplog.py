@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import logging
 import math
 import os
 import time
@@ -28,6 +29,9 @@ from qrlib.generation.parsing import completion_text, parse_completion
 from qrlib.generation.policy import cut_at_stop
 from qrlib.rl.health import echo_of
 from qrlib.rl.rewards import same_query
+
+#: Set by :func:`qrlib.session.start` to the notebook's run log: per-step lines go there.
+RUN_LOG_VAR = "QRLIB_RUN_LOG"
 from qrlib.rl.rows import fill_prefill
 
 __all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress",
@@ -202,9 +206,13 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
         row["qids"] = ";".join(b["qids"] for b in batches if b.get("qids"))
         if "n" in row:
             row["rollouts"] = row.pop("n")
-        print(f"[qrlib.rl.train] step {row['step']}: reward {row.get('reward') or 0:.3f}"
-              + (f", format-valid {row['format_valid']:.2f}" if "format_valid" in row else "")
-              + f", {row['step_seconds']:.1f} s", flush=True)
+        line = (f"[qrlib.rl.train] step {row['step']}: reward {row.get('reward') or 0:.3f}"
+                + (f", format-valid {row['format_valid']:.2f}" if "format_valid" in row else "")
+                + f", {row['step_seconds']:.1f} s")
+        if os.environ.get(RUN_LOG_VAR):  # a notebook session: its run log, not the cell
+            logging.getLogger("qrlib.rl.train").info(line)
+        else:
+            print(line, flush=True)
         for k, v in logs.items():
             if k.startswith(("rewards/", "clip_ratio/")) and k not in row:
                 row[k] = v

@@ -41,9 +41,11 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from qrlib.core.errors import QrlibError
+from qrlib.core.git import commit_info
 from qrlib.core.io import save_json
 from qrlib.core.lock import run_lock
 from qrlib.data.rows import check_rows, rows_from_queries
+from qrlib.eval.scale import fmt_scale, log_scale
 from qrlib.generation import engine
 from qrlib.generation.contract import CONTRACT_FILE, DecodingContract
 from qrlib.rl.health import HEALTH_FILE, template_examples, write_health
@@ -56,7 +58,7 @@ from qrlib.rl.checkpoints import (COMPLETE_MARKER, CheckpointMarker, finished, f
 from qrlib.rl.config import (ALGORITHMS, TrainConfig, cuda_available, load_config,
                              resolve_autocast, resolve_dtype)
 from qrlib.rl.rows import build_env, build_prompts, fill_prefill, load_rows
-from qrlib.rl.release import drop_stored_tracebacks
+from qrlib.rl.release import drop_stored_tracebacks, release_memory
 from qrlib.rl.sft import sft_warm_start
 from qrlib.rl.steplog import GenTimer, StepLogger, TimedReward, quiet_progress, warnings_to
 from qrlib.rl.trainer import (grpo_args, hf_stop_strings, push_weights_on_cpu, rollout_backend,
@@ -78,7 +80,10 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
     One process at a time may train into a run's folder: a second one (another
     ``python -m qrlib.rl.train`` or notebook on the same ``run_dir``/``name``) stops with a
     one-line error naming the PID holding ``<run_dir>/rl/.locks/<name>/run.lock``; the lock
-    of a killed trainer is taken over."""
+    of a killed trainer is taken over. A run that trained gives its memory back before
+    returning (:func:`qrlib.rl.release.release_memory`: generation engines closed, stored
+    library tracebacks dropped, freed heap returned), so trainings can follow each other in
+    one process."""
     if isinstance(cfg, dict):
         cfg = load_config(cfg)
     lock = Path(cfg.run_dir) / "rl" / ".locks" / cfg.name
@@ -87,7 +92,35 @@ def train(cfg: TrainConfig | dict[str, Any], *, env: Any = None,
         lock = lock / f"rank{rank}"
     with run_lock(lock, what="qrlib.rl.train"), \
             warnings_to(cfg.output_dir / "warnings.log"):
-        return _train(cfg, env=env, rows=rows, queries=queries)
+        trains = not (cfg.resume and finished(cfg))
+        summary = _train(cfg, env=env, rows=rows, queries=queries)
+    if trains:  # the finished run's memory back to the system before the next one
+        release_memory()
+    return summary
+
+
+def commit_label() -> str:
+    """The commit the training ran at (``+ changes`` when qrlib's sources differed from it)."""
+    info = commit_info()
+    return info["commit"] + (" + changes" if info.get("dirty") else "")
+
+
+def reuse_note(cfg: TrainConfig, done: dict[str, Any]) -> str:
+    """``"<run> already trained to step 60 (max_steps 60) on 2026-11-27 15:40 UTC at
+    commit abc (60 steps, 118 queries, 1104 rollouts, 31.2 min); reused, nothing to do"``:
+    what a notebook that finds a finished run says of it (when, where and how much)."""
+    import pandas as pd
+
+    out = cfg.output_dir
+    when = done.get("trained_at") or time.strftime(
+        "%Y-%m-%d %H:%M UTC", time.gmtime((out / "summary.json").stat().st_mtime))
+    at = f" at commit {done['commit']}" if done.get("commit") else ""
+    try:
+        scale = f" ({fmt_scale(log_scale(pd.read_csv(out / 'log.csv', dtype={'qids': str})))})"
+    except (OSError, ValueError, KeyError):
+        scale = ""
+    return (f"{cfg.name} already trained to step {done['steps']} (max_steps {cfg.max_steps}) "
+            f"on {when}{at}{scale}; reused, nothing to do")
 
 
 def _train(cfg: TrainConfig, *, env: Any = None,
@@ -147,8 +180,7 @@ def _train(cfg: TrainConfig, *, env: Any = None,
         if process_rank()[0] == 0 and (out / "log.csv").exists() and \
                 not (out / HEALTH_FILE).exists():
             write_health(out)
-        print(f"[qrlib.rl.train] {out} already trained to step {done['steps']} "
-              f"(max_steps {cfg.max_steps}); nothing to do")
+        print(f"[qrlib.rl.train] {reuse_note(cfg, done)}", flush=True)
         return done
     set_seed(cfg.seed)
     fmt = cfg.completion_format
@@ -236,6 +268,8 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "weight_pushes": getattr(trainer, "qrlib_pushes", None),
                "shared_prompt_passes": getattr(trainer, "qrlib_shared_passes", 0),
                "adapter_sha256": adapter_sha,
+               "trained_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "commit": commit_label(),
                "processes": trainer.accelerator.num_processes}
     if trainer.accelerator.is_main_process:
         save_json(summary, out / "summary.json")

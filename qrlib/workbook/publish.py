@@ -28,13 +28,13 @@ import base64
 import io
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write, save_table
 from qrlib.core.errors import QrlibError
+from qrlib.core.git import commit_info
 from qrlib.workbook.freshness import load_manifest, published_entries, value_hash
 
 PUBLISHED_PROFILES = ("cpu",)
@@ -48,20 +48,7 @@ DROP_MIME = ("application/pdf", "image/svg+xml", "application/vnd.jupyter.widget
 
 
 # --------------------------------------------------------------------------- git
-def commit_info(root: Path | None = None) -> dict[str, Any]:
-    """Short commit of ``root`` and whether sources differ from it (``dirty``)."""
-    root = Path(root or REPO_ROOT)
-    try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
-                                "qrlib", "notebooks/src", "params"],
-                               capture_output=True, text=True, check=True).stdout.strip() != ""
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": "unknown", "dirty": False}
-    return {"commit": sha, "dirty": dirty}
-
-
+# commit_info: qrlib.core.git (training summaries record it too)
 # --------------------------------------------------------------------------- stamps
 STAMP_MD = "`qrlib:"
 

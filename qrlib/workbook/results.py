@@ -148,8 +148,11 @@ class Doc:
             return f"{int(r['SFT steps'])} SFT steps, {int(r['train queries'])} q"
         steps = f"{int(r['RL steps'])} RL" + (f" + {int(r['SFT steps'])} SFT"
                                                if r["SFT steps"] else "")
+        flag = r.get("valid flag")  # a trained row whose test outputs are mostly malformed
+        flag = (f"; **flagged: test valid {self.n(r['test valid'], '.2f')}, training "
+                f"{self.n(r['train valid'], '.2f')}**" if isinstance(flag, str) and flag else "")
         return (f"{steps} steps, {int(r['train queries'])} q, {int(r['rollouts']):,} rollouts, "
-                f"{self.n(r['train min'], '.0f')} RL min")
+                f"{self.n(r['train min'], '.0f')} RL min{flag}")
 
     def pub(self, paper: str, table: str, **kw):
 

@@ -81,6 +81,17 @@ def training_collection(record: Any, load: Any) -> tuple[dict[str, Any], dict[st
 def load_subqueries(path: str | os.PathLike, key: str, writer: str) -> dict[str, list[str]]:
     """``{qid: sub-queries}`` of the entry ``key`` of a decompositions file as 07
     (``"<row> | <dataset>"``) and 12 (``"<dataset> | <retriever>"``) save them."""
+    return {d["qid"]: list(d["subqueries"]) for d in _entry(path, key, writer)}
+
+
+def load_validity(path: str | os.PathLike, key: str, writer: str) -> float:
+    """Share of the entry's decompositions that were well-formed (its test validity)."""
+    entry = _entry(path, key, writer)
+    return sum(bool(d.get("format_ok")) for d in entry) / max(len(entry), 1)
+
+
+def _entry(path: str | os.PathLike, key: str, writer: str) -> list[dict[str, Any]]:
+    """The decompositions of entry ``key`` of ``path`` (one-line errors naming ``writer``)."""
     path = Path(path)
     if not path.exists():
         raise QrlibError(f"{path} does not exist; run {writer} first")
@@ -88,7 +99,7 @@ def load_subqueries(path: str | os.PathLike, key: str, writer: str) -> dict[str,
     if key not in data:
         raise QrlibError(f"{path} has no entry {key!r} (it has: {', '.join(sorted(data))}); "
                          f"rerun {writer} with these settings")
-    return {d["qid"]: list(d["subqueries"]) for d in data[key]}
+    return list(data[key])
 
 
 def check_same_test(mine: Mapping[str, float], published: Mapping[str, float], *,

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qrlib.core.errors import QrlibError
+from qrlib.generation.parsing import SEARCH_MODES, searched_text
 
 __all__ = ["READINGS", "PROMPT_CANDIDATES", "augmented_text", "clean_passage", "reading_texts",
            "mode_texts", "pseudo_documents", "choose_prompt", "candidate_contracts",
@@ -38,7 +39,7 @@ PROMPT_CANDIDATES: tuple[str, ...] = ("dmqr/general", "dmqr/keyword", "dmqr/pseu
                                       "dmqr/core-content", "generic/rewrite")
 """Registered rewriting prompts the best-of-prompts baseline chooses from."""
 
-MODES = ("rewrite", "expand")
+MODES = SEARCH_MODES
 
 _SPACE = re.compile(r"\s+")
 _LABEL = re.compile(r"^\s*(?:passage|answer|document|abstract)\s*:\s*", re.I)
@@ -75,13 +76,8 @@ def mode_texts(rewrites: Any, mode: str) -> dict[str, str]:
     """``{qid: searched text}`` of rewrites (:func:`qrlib.generation.rewrite.rewrite_queries`
     columns ``qid, query, rewrite``): ``rewrite`` searches the rewrite alone, ``expand`` the
     query and the rewrite; an empty rewrite searches the query (as ``rewrite_queries``)."""
-    if mode not in MODES:
-        raise QrlibError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    out = {}
-    for q, t, r in zip(rewrites["qid"], rewrites["query"], rewrites["rewrite"]):
-        r = str(r or "").strip()
-        out[str(q)] = (f"{t} {r}" if mode == "expand" else r) if r else t
-    return out
+    return {str(q): searched_text(t, str(r or ""), mode)
+            for q, t, r in zip(rewrites["qid"], rewrites["query"], rewrites["rewrite"])}
 
 
 def is_truncated(gen_tokens: int, max_new_tokens: int) -> bool:

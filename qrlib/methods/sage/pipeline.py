@@ -206,14 +206,15 @@ def evaluate(model: str, trained: Mapping[str, tuple[str, Mapping[str, Any]]], t
                                    autocast=autocast).items():
         label = f"untrained ({prompt})"
         rewrites[label], kinds[label] = df, "untrained"
-        scales[label] = scale_columns(model, test_queries=n)
+        scales[label] = scale_columns(model, test_queries=n, test_valid=df.format_ok.mean())
     for label, (prompt, summary) in trained.items():
         a = summary["adapter"]
         rewrites[label] = rewrite_test(model, test.queries, {label: a}, adapter=a,
                                        autocast=autocast)[label]
         kinds[label] = "trained"
         scales[label] = scale_columns(model, [pd.read_csv(summary["log"], dtype={"qids": str})],
-                                      test_queries=n)
+                                      test_queries=n,
+                                      test_valid=rewrites[label].format_ok.mean())
     for label, df in rewrites.items():
         scores[label] = search_scores(searcher, full.qrels,
                                       dict(zip(df.qid, df.search_text)))["nDCG@10"]
