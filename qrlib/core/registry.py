@@ -1,26 +1,68 @@
-"""Loading every paper's registrations into the shared registries.
+"""Loading every paper's registrations into the shared registries, through entry points.
 
 The registries live in the shared layers: prompt templates in
 :mod:`qrlib.generation.prompts`, completion formats in :mod:`qrlib.generation.parsing`,
 rewards in :mod:`qrlib.rl.rewards`. Each paper registers its entries from its own folder
-(``qrlib/methods/<paper>/{prompts,formats,rewards}.py``), and :mod:`qrlib.methods.registry`
-imports all of them. A lookup by name that misses (``prompts.get("acqo/decompose")``,
-``make_reward("acqo_stage1")``, ``parse_completion(text, "sage")``) calls
-:func:`load_methods` and looks again, so a name works wherever it worked when the
-registries imported their paper modules themselves.
+(``qrlib/methods/<paper>/register.py`` imports its ``prompts``, ``formats`` and ``rewards``)
+and declares that module as an entry point of the group :data:`GROUP` in
+``pyproject.toml`` (the Python packaging convention for plugins), so no shared module names
+a paper. :func:`load_methods` imports every entry: the repository's own
+(``pyproject.toml``, read from the checkout, so a paper added there works before the
+package is reinstalled) and any other installed distribution's. A lookup by name that
+misses (``prompts.get("acqo/decompose")``, ``make_reward("acqo_stage1")``,
+``parse_completion(text, "sage")``) calls :func:`load_methods` and looks again.
 
-The import is made by name on purpose: the shared layers sit below the papers, and an
-``import`` statement of :mod:`qrlib.methods.registry` in them would close an import cycle
-(each paper imports the registry it registers into). Modules that resolve names from a
-configuration (:mod:`qrlib.generation.rewrite`, :mod:`qrlib.rl.env`, :mod:`qrlib.rl.train`,
-:mod:`qrlib.methods.acqo.curriculum`) import :mod:`qrlib.methods.registry` with an ordinary
-statement instead, so that :func:`qrlib.freshness.module_closure` sees the papers they reach.
+Modules that resolve names from a configuration (:mod:`qrlib.generation.rewrite`,
+:mod:`qrlib.rl.env`, :mod:`qrlib.rl.train`, :mod:`qrlib.methods.acqo.curriculum`) import
+:mod:`qrlib.methods.registry` with an ordinary statement; :mod:`qrlib.workbook.freshness`
+counts the entry points' modules as imported by it.
 """
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+
+from qrlib.core.errors import QrlibError
+
+#: The entry-point group papers register through.
+GROUP = "qrlib.methods"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+__all__ = ["GROUP", "load_methods", "paper_entries", "pyproject_entries"]
+
+
+def pyproject_entries(path: Path = PYPROJECT) -> dict[str, str]:
+    """``{name: module}`` of the :data:`GROUP` entry points a ``pyproject.toml`` declares
+    (empty without the file, or on Python 3.10, which has no ``tomllib``)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the installed entry points alone
+        return {}
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return dict(data.get("project", {}).get("entry-points", {}).get(GROUP, {}))
+
+
+def paper_entries() -> dict[str, str]:
+    """``{name: module}`` of every registered paper: the checkout's ``pyproject.toml``
+    first, in its order, then installed entry points of :data:`GROUP` it does not name."""
+    from importlib.metadata import entry_points
+
+    found = pyproject_entries()
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, ep.value.split(":")[0])
+    if not found:
+        raise QrlibError(f"no paper is registered: no entry point of group {GROUP!r} is "
+                         "installed (pip install -e . in the repository)")
+    return found
 
 
 def load_methods() -> None:
-    """Import :mod:`qrlib.methods.registry` (a no-op once it is imported)."""
-    importlib.import_module("qrlib.methods.registry")
+    """Import every paper's registering module (a no-op for those already imported)."""
+    for name, module in paper_entries().items():
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise QrlibError(f"entry point {name} = {module} of group {GROUP!r} cannot be "
+                             f"imported ({exc})") from None

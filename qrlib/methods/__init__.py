@@ -15,12 +15,14 @@ Every folder holds the paper's prompt templates (``prompts.py``), its rewards
   ``bandits.py`` (the policies and the simulator), ``decompose.py`` (sub-query splits).
 
 Registration. The registries sit in the shared layers (prompts and formats in
-:mod:`qrlib.generation`, rewards in :mod:`qrlib.rl.rewards`). :mod:`qrlib.methods.registry`
-imports every paper's registering modules (``prompts``, ``formats``, ``rewards``), so
-``import qrlib.methods.registry`` fills the registries; the lookups do it themselves on a
-miss (:func:`qrlib.core.registry.load_methods`), and the modules that resolve names from a
-configuration (:mod:`qrlib.generation.rewrite`, :mod:`qrlib.rl.env`, :mod:`qrlib.rl.train`,
-:mod:`qrlib.methods.acqo.curriculum`) import it with a plain statement.
+:mod:`qrlib.generation`, rewards in :mod:`qrlib.rl.rewards`). Each paper's ``register.py``
+imports its registering modules (``prompts``, ``formats``, ``rewards``) and is declared as
+an entry point of the ``qrlib.methods`` group in ``pyproject.toml``;
+:func:`qrlib.core.registry.load_methods` imports them all, so ``import
+qrlib.methods.registry`` fills the registries; the lookups do it themselves on a miss, and
+the modules that resolve names from a configuration (:mod:`qrlib.generation.rewrite`,
+:mod:`qrlib.rl.env`, :mod:`qrlib.rl.train`, :mod:`qrlib.methods.acqo.curriculum`) import
+:mod:`qrlib.methods.registry` with a plain statement.
 
 Why not in this ``__init__`` (or in each paper's): :mod:`qrlib.freshness` counts every
 parent ``__init__`` (and its package data) as loaded by an import. Were the registrations

@@ -37,6 +37,7 @@ import yaml
 
 from qrlib.core.io import REPO_ROOT, atomic_write, load_json
 from qrlib.core.errors import QrlibError
+from qrlib.core.registry import pyproject_entries
 from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
                                      notebook_parameters, parameters_for)
 
@@ -105,6 +106,14 @@ def _with_parents(mod: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+REGISTRY_MODULE = "qrlib.methods.registry"
+"""Imports every paper's ``register`` module through entry points, which no ``import``
+statement shows; :func:`module_closure` adds them from ``pyproject.toml``."""
+
+PUBLISHED_MODULE = "qrlib.eval.published"
+"""Reads each paper folder's ``published.yaml`` (package data): :func:`module_closure` adds
+the folders of the registered papers."""
+
 NOT_READ_BY_NOTEBOOKS = frozenset({"claims.yaml"})
 """Package files no notebook reads (the papers' claims are read by the scoreboard of
 RESULTS.md only), so editing them stales no notebook."""
@@ -123,6 +132,11 @@ def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:
         name, path, is_pkg = todo.pop()
         text = path.read_text(encoding="utf-8")
         found = _imports_of(ast.parse(text, filename=str(path)), name, is_pkg)
+        if name == REGISTRY_MODULE:  # it loads the papers' entry points (qrlib.core.registry)
+            found.update(pyproject_entries(root / "pyproject.toml").values())
+        elif name == PUBLISHED_MODULE:  # it reads every paper folder's published.yaml
+            found.update(m.rpartition(".")[0]
+                         for m in pyproject_entries(root / "pyproject.toml").values())
         if is_pkg and any(m in text for m in _DYNAMIC_IMPORT_MARKERS):
             found.update(f"{name}.{p.stem}" for p in path.parent.glob("*.py")
                          if p.name != "__init__.py")

@@ -45,9 +45,8 @@ from typing import Any
 
 import qrlib.methods
 from qrlib.core.errors import QrlibError
-from qrlib.methods import acqo, bandits, deepretrieval, rlqr, sage  # noqa: F401
-# each paper's published.yaml is package data of its folder: importing the (empty) paper
-# packages makes the files inputs of the notebooks that read published numbers
+# each paper's published.yaml is package data of its folder; qrlib.workbook.freshness counts
+# every registered paper's folder (the qrlib.methods entry points) as read by this module
 
 HERE = Path(__file__).resolve().parent             # references.yaml
 METHODS_DIR = Path(qrlib.methods.__file__).resolve().parent  # <folder>/published.yaml

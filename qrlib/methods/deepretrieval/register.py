@@ -1,0 +1,6 @@
+"""DeepRetrieval: its registrations into the shared registries.
+
+Named by the ``deepretrieval`` entry point of the ``qrlib.methods`` group in ``pyproject.toml``;
+:func:`qrlib.core.registry.load_methods` imports it.
+"""
+from qrlib.methods.deepretrieval import formats, prompts, rewards  # noqa: F401
