@@ -54,7 +54,7 @@ def test_no_paper_at_all_is_a_one_line_error(monkeypatch, tmp_path):
     import importlib.metadata as md
 
     monkeypatch.setattr(registry, "PYPROJECT", tmp_path / "missing.toml")
-    monkeypatch.setattr(registry, "pyproject_entries", lambda path=None: {})
+    monkeypatch.setattr(registry, "pyproject_entries", lambda path=None, group=None: {})
     monkeypatch.setattr(md, "entry_points", lambda group: [])
     with pytest.raises(QrlibError, match="no paper is registered: no entry point of group "
                                          "'qrlib.methods'"):

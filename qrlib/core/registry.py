@@ -31,8 +31,8 @@ PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 __all__ = ["GROUP", "load_methods", "paper_entries", "pyproject_entries"]
 
 
-def pyproject_entries(path: Path = PYPROJECT) -> dict[str, str]:
-    """``{name: module}`` of the :data:`GROUP` entry points a ``pyproject.toml`` declares
+def pyproject_entries(path: Path = PYPROJECT, group: str = GROUP) -> dict[str, str]:
+    """``{name: target}`` of the ``group`` entry points a ``pyproject.toml`` declares
     (empty without the file, or on Python 3.10, which has no ``tomllib``)."""
     try:
         import tomllib
@@ -41,19 +41,20 @@ def pyproject_entries(path: Path = PYPROJECT) -> dict[str, str]:
     if not path.is_file():
         return {}
     data = tomllib.loads(path.read_text(encoding="utf-8"))
-    return dict(data.get("project", {}).get("entry-points", {}).get(GROUP, {}))
+    return dict(data.get("project", {}).get("entry-points", {}).get(group, {}))
 
 
-def paper_entries() -> dict[str, str]:
-    """``{name: module}`` of every registered paper: the checkout's ``pyproject.toml``
-    first, in its order, then installed entry points of :data:`GROUP` it does not name."""
+def paper_entries(group: str = GROUP) -> dict[str, str]:
+    """``{name: module}`` of every entry point of ``group`` (by default every registered
+    paper): the checkout's ``pyproject.toml`` first, in its order, then installed entry
+    points it does not name (``module:attr`` targets keep only the module)."""
     from importlib.metadata import entry_points
 
-    found = pyproject_entries()
-    for ep in entry_points(group=GROUP):
+    found = {k: v.split(":")[0] for k, v in pyproject_entries(group=group).items()}
+    for ep in entry_points(group=group):
         found.setdefault(ep.name, ep.value.split(":")[0])
     if not found:
-        raise QrlibError(f"no paper is registered: no entry point of group {GROUP!r} is "
+        raise QrlibError(f"no paper is registered: no entry point of group {group!r} is "
                          "installed (pip install -e . in the repository)")
     return found
 
