@@ -27,14 +27,24 @@ def setup() -> None:
 
 
 def stamp(fig: Any, profile: str, setting: str | None = None) -> Any:
-    """Draw ``profile: <name> · <setting>`` above the figure's top-right corner (once:
-    a second call replaces the first stamp)."""
+    """Draw ``profile: <name> · <setting>`` under everything else on the figure (axes, tick
+    labels, legends below), left-aligned and wrapped to the width the figure's content
+    takes, so the stamp neither overlaps the plot nor widens the saved image. Once: a
+    second call replaces the first stamp."""
+    import textwrap
+
     for t in list(fig.texts):
         if t.get_gid() == STAMP_GID:
             t.remove()
     text = f"profile: {profile}" + (f" · {setting}" if setting else "")
-    return fig.text(0.995, 1.0, text, ha="right", va="bottom", fontsize=8, color="0.35",
-                    gid=STAMP_GID, transform=fig.transFigure)
+    fig.canvas.draw()  # lay out the content first, to measure it
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    w, h = fig.get_figwidth(), fig.get_figheight()
+    x0, width = max(box.x0, 0.0), min(box.x1, w) - max(box.x0, 0.0)
+    chars = max(40, int(width * 72 / (8 * 0.62)))  # 8 pt characters that fit the content width
+    wrapped = "\n".join(textwrap.wrap(text, chars, break_long_words=True)) or text
+    return fig.text(x0 / w, (box.y0 - 0.06) / h, wrapped, ha="left", va="top", fontsize=8,
+                    color="0.35", gid=STAMP_GID, transform=fig.transFigure)
 
 
 def save_figure(fig: Any, name: str, figures_dir: str | os.PathLike, *, caption: str,
@@ -51,10 +61,13 @@ def save_figure(fig: Any, name: str, figures_dir: str | os.PathLike, *, caption:
     full_caption = f"{caption} [profile: {profile}]" + (f" [setting: {setting}]" if setting else "")
     for ext in ("png", "pdf"):
         with atomic_path(figures_dir / f"{name}.{ext}") as tmp:
-            fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight",
+            fig.savefig(tmp, format=ext, dpi=DPI, bbox_inches="tight",
                         metadata={"Title": name} if ext == "pdf" else None)
     atomic_write(figures_dir / f"{name}.caption.txt", full_caption + "\n")
     return figures_dir / f"{name}.png"
+
+
+DPI = 150
 
 
 def legend_outside(target: Any, handles: list | None = None, labels: list | None = None, *,
@@ -142,5 +155,46 @@ def health_figure(frame: Any, *, window: int = 5) -> Any:
         ax.set_ylim(-0.05, 1.05)
     axes[2].axhline(0.9, color="0.4", lw=0.8, ls=":")
     legend_outside(fig, *axes[2].get_legend_handles_labels(), where="below")
+    fig.tight_layout()
+    return fig
+
+
+def per_query_scatter(pairs: dict[str, tuple[Any, Any]], *, metric: str,
+                      baseline: str = "raw query", intervals: dict[str, str] | None = None,
+                      ncols: int = 3) -> Any:
+    """One panel per row: each test query as a point, its ``baseline`` score on x and the
+    method's on y (``pairs``: label -> (baseline scores, method scores), mappings query id
+    -> value over the same queries), the diagonal dashed. Above the diagonal: the method
+    won that query. Each panel's title gives n, wins / losses / ties and, from
+    ``intervals`` (label -> ``"+0.012 [+0.001, +0.024]"``), the paired difference."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = list(pairs)
+    ncols = max(1, min(ncols, len(labels)))
+    nrows = -(-len(labels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 4.0 * nrows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, label in zip(axes.flat, labels):
+        base, new = pairs[label]
+        qids = sorted(set(base) & set(new))
+        x = np.array([float(base[q]) for q in qids])
+        y = np.array([float(new[q]) for q in qids])
+        d = y - x
+        jitter = 0.006 * rng.standard_normal((2, len(qids)))  # ties at 0/1 stay visible
+        ax.scatter(x + jitter[0], y + jitter[1], s=9, alpha=0.45,
+                   c=np.where(d > 0, "#0072B2", np.where(d < 0, "#D55E00", "0.6")), lw=0)
+        lo = min(0.0, float(np.nanmin(x)) if len(x) else 0.0, float(np.nanmin(y)) if len(y) else 0.0)
+        hi = max(1.0, float(np.nanmax(x)) if len(x) else 1.0, float(np.nanmax(y)) if len(y) else 1.0)
+        ax.plot([lo, hi], [lo, hi], color="0.3", lw=0.8, ls="--")
+        ax.set(xlim=(lo - 0.03, hi + 0.03), ylim=(lo - 0.03, hi + 0.03), aspect="equal",
+               xlabel=f"{baseline} {metric}", ylabel=f"method {metric}")
+        head = f"{label}\nn={len(qids)}, wins {int((d > 0).sum())} / losses {int((d < 0).sum())}" \
+               f" / ties {int((d == 0).sum())}"
+        if intervals and label in intervals:
+            head += f"\nΔ {intervals[label]}"
+        ax.set_title(head, fontsize=9)
+    for ax in list(axes.flat)[len(labels):]:
+        ax.set_visible(False)
     fig.tight_layout()
     return fig

@@ -452,15 +452,27 @@ pd.DataFrame(samples)
 # %% [markdown]
 # ## What we found
 #
-# Read from `06_stage1_curve_summary` above (this run's numbers):
+# Built from `06_stage1_curve_summary` and `06_health` of this run:
 
 # %%
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import scoreboard_sentence
+
+sentences = []
 for kind in retrievers:
     t = CURVE_TABLE[CURVE_TABLE.retriever == kind].set_index("steps")
     f, l = t.loc["first quarter"], t.loc["last quarter"]
-    print(f"{kind}: Stage I reward {f.reward:.3f} -> {l.reward:.3f}; sub-queries per rollout "
-          f"{f['sub-queries']:.2f} -> {l['sub-queries']:.2f}; fused nDCG@10 "
-          f"{f['fused nDCG@10']:.3f} -> {l['fused nDCG@10']:.3f} (best single sub-query "
-          f"{f['best single nDCG@10']:.3f} -> {l['best single nDCG@10']:.3f}); format-valid "
-          f"{f['format valid']:.2f} -> {l['format valid']:.2f}; {l['s/step']:.0f} s/step.")
-print("Whether these training-set gains carry to the test questions is notebook 07's question.")
+    sentences.append(
+        f"With {kind}, Stage I's mean reward went from {f.reward:.3f} to {l.reward:.3f} between "
+        f"the first and the last quarter of training, the sub-queries per rollout from "
+        f"{f['sub-queries']:.2f} to {l['sub-queries']:.2f}, and the fused nDCG@10 of the "
+        f"training questions from {f['fused nDCG@10']:.3f} to {l['fused nDCG@10']:.3f} (best "
+        f"single sub-query {f['best single nDCG@10']:.3f} to {l['best single nDCG@10']:.3f}).")
+collapsed = HEALTH[HEALTH.collapsed.astype(bool)] if len(HEALTH) else HEALTH
+sentences.append(f"{len(collapsed)} of {len(HEALTH)} Stage I runs collapsed into copying the "
+                 "question or the prompt's example." if len(HEALTH) else "No run trained here.")
+sentences.append("These are training-set numbers: whether the decomposer helps on held-out "
+                 "questions is notebook 07's comparison.")
+board = scoreboard_sentence("06_acqo_stage1", tables_dir)
+display(Markdown(" ".join(sentences[:5] + ([board] if board else []))))

@@ -104,9 +104,9 @@ from qrlib.methods.acqo.curriculum import (SubqueryProbe, generate_decomposition
                               search_fused, tau_by_question)
 from qrlib.methods.bandits.decompose import heuristic_split
 from qrlib.rl.env import RewardEnv
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
+from qrlib.eval.stats import fmt_interval, paired_bootstrap
 from qrlib.rl.train import load_config, train
 from qrlib.core.io import save_json, save_table
 
@@ -508,6 +508,28 @@ save_table(COMPARISONS.round(4), "07_comparisons", tables_dir,
 COMPARISONS[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi"]].round(3)
 
 # %% [markdown]
+# Question by question: ACQO (Stage I + II, searched with its training retriever) against
+# the raw question, one point per test question. Points above the diagonal are questions
+# the decomposition helped; on the diagonal at 1.0 sit the questions the raw question
+# already answers perfectly, where a decomposition can only lose.
+
+# %%
+head_07 = COMPARISONS[COMPARISONS.method.str.startswith("ACQO") &
+                      (COMPARISONS["baseline kind"] == "baseline")]
+head_07 = head_07[[m.endswith(f"({k}-trained)") for m, k in zip(head_07.method, head_07.retriever)]]
+key_07 = {f"{r.dataset}/{r.retriever}": r for r in head_07.itertuples()}
+fig = plots.per_query_scatter(
+    {k: (_ndcg(r.dataset, r.retriever, "raw question"), _ndcg(r.dataset, r.retriever, r.method))
+     for k, r in key_07.items()}, metric="nDCG@10", baseline="raw question",
+    intervals={k: fmt_interval(r._asdict()) for k, r in key_07.items()})
+_ = plots.save_figure(fig, "07_per_query", figures_dir, profile=profile,
+                      setting=f"{model}, {n_test_queries or 'all'} test questions per dataset",
+                      caption="Per-question nDCG@10 of ACQO (Stage I+II, its training retriever; y) "
+                              "against the raw question (x); title: n, wins / losses / ties and "
+                              "the mean difference with its 95 % paired-bootstrap interval")
+plt.show()
+
+# %% [markdown]
 # ## 6. Easy and hard questions (ACQO Table 1's split)
 #
 # A test question is *easy* when the raw question's own nDCG@10 is at least the median of
@@ -634,35 +656,22 @@ else:
 # %% [markdown]
 # ## What we found
 #
-# Read from `07_acqo_results`, `07_tau_filter` and `07_stage_summary` of this run:
+# Built from `07_comparisons`, `07_acqo_results`, `07_tau_filter` and `07_health` of this
+# run by `qrlib.workbook.findings`:
 
 # %%
-for name in test_datasets:
-    for kind in retrievers:
-        sel = RESULTS[(RESULTS.dataset == name) & (RESULTS.retriever == kind)].set_index("model")
-        raw = sel.loc["raw question", "nDCG@10"]
-        acqo = sel.loc[f"ACQO: Stage I+II ({kind}-trained)"]
-        print(f"{name}, {kind}: raw question nDCG@10 {raw:.3f} ({int(acqo['test queries'])} test "
-              f"questions); ACQO {acqo['nDCG@10']:.3f} "
-              f"(Δ {acqo['ΔnDCG@10 vs raw']:+.3f}, 95% CI [{acqo.lo:+.3f}, {acqo.hi:+.3f}]) "
-              f"-> ACQO {verdict(acqo.lo, acqo.hi)} the raw question; "
-              f"{acqo['sub-queries']:.2f} sub-queries per question; trained "
-              f"{int(acqo['RL steps'])} RL steps after {int(acqo['SFT steps'])} SFT steps, "
-              f"{int(acqo['train queries'])} distinct questions, {int(acqo['rollouts'])} "
-              f"rollouts, {acqo['train min']:.0f} min.")
-        if plumbing_note(acqo["RL steps"]):
-            print(f"   ({plumbing_note(acqo['RL steps'])[2:]})")
-        for label in sel.index:
-            if label.startswith(("cold start", "rule:", "Stage I (")):
-                r = sel.loc[label]
-                print(f"   {label}: nDCG@10 {r['nDCG@10']:.3f} (Δ {r['ΔnDCG@10 vs raw']:+.3f}, "
-                      f"95% CI [{r.lo:+.3f}, {r.hi:+.3f}]; {r['sub-queries']:.2f} sub-queries; "
-                      f"{int(r['RL steps'])} RL steps)")
-        vs = COMPARISONS[(COMPARISONS.dataset == name) & (COMPARISONS.retriever == kind)
-                         & (COMPARISONS.method == f"ACQO: Stage I+II ({kind}-trained)")
-                         & COMPARISONS["baseline kind"].isin(["model-free", "untrained"])]
-        for _, r in vs.iterrows():
-            print(f"   ACQO minus {r.baseline}: {fmt_interval(r)}")
-for _, r in KEPT_TABLE.iterrows():
-    print(f"tau filter ({r.retriever}): kept {r['kept share']:.0%} of training questions "
-          f"[{r.lo:.0%}, {r.hi:.0%}] (ACQO keeps about half).")
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+acqo_rows = RESULTS[RESULTS.model.str.startswith("ACQO")]
+untrained_rows = RESULTS[RESULTS.model.str.startswith("untrained")]
+extra = [f"ACQO wrote {acqo_rows['sub-queries'].min():.2f}-{acqo_rows['sub-queries'].max():.2f} "
+         f"sub-queries per test question on average (the untrained decomposer "
+         f"{untrained_rows['sub-queries'].min():.2f}-{untrained_rows['sub-queries'].max():.2f}; "
+         "`07_by_n_subqueries` splits the questions by count)."]
+extra += [f"The τ filter kept {r['kept share']:.0%} of the {r.retriever} training questions "
+          f"for Stage II ([{r.lo:.0%}, {r.hi:.0%}])." for _, r in KEPT_TABLE.iterrows()]
+display(Markdown(what_we_found(COMPARISONS[COMPARISONS.method.str.startswith("ACQO")],
+                               notebook="07_acqo_stage2", tables_dir=tables_dir,
+                               health=HEALTH, extra=extra, subject="ACQO")))

@@ -95,6 +95,7 @@ from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.methods.sage import pipeline as sage
 from qrlib.eval.compare import compare, comparison_table, describe
 from qrlib.eval import curves
+from qrlib.eval.stats import fmt_interval
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.core.io import save_json, save_table
 
@@ -428,6 +429,24 @@ save_table(SAGE_RESULTS.round(4), "08_sage_results", tables_dir,
 SAGE_RESULTS.round(3)
 
 # %% [markdown]
+# Query by query: each trained rewriter (y) against the raw query (x), nDCG@10 of every
+# test query. Points on the diagonal are queries the rewrite left as good as it was (often
+# a copy); above it the rewrite helped.
+
+# %%
+head_08 = [r for r in COMPARISONS if r["kind"] == "trained" and r["baseline kind"] == "baseline"]
+fig = plots.per_query_scatter(
+    {f"{r['dataset']}: {r['method']}": (SAGE_EVAL[r["dataset"], "raw query"].to_dict(),
+                                        SAGE_EVAL[r["dataset"], r["method"]].to_dict())
+     for r in head_08}, metric="nDCG@10", baseline="raw query",
+    intervals={f"{r['dataset']}: {r['method']}": fmt_interval(r) for r in head_08})
+_ = plots.save_figure(fig, "08_per_query", figures_dir, profile=profile, setting=setting_sage,
+                      caption="Per-query nDCG@10 of each trained SAGE rewriter (y) against the "
+                              "raw query (x) on the test queries; title: n, wins / losses / ties "
+                              "and the mean difference with its 95 % paired-bootstrap interval")
+plt.show()
+
+# %% [markdown]
 # ### The rewards against each other (paper: SCS, CRS > Direct > unguided)
 #
 # Each pair on the same test queries, 95 % paired bootstrap; the rows join this notebook's
@@ -533,22 +552,27 @@ CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
 # %% [markdown]
 # ## What we found
 #
-# Read from `08_best_of_n`, `08_best_of_n_comparisons`, `08_strategy_best_share`,
-# `08_comparisons` and `08_sage_results` of this run:
+# Built from `08_comparisons`, `08_best_of_n`, `08_sage_strategy_choice`, `08_sage_results`
+# and `08_health` of this run by `qrlib.workbook.findings`:
 
 # %%
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
 top = BON[BON.N == max(bon_ns)]
-for (name, kind), g in top.groupby(["dataset", "retriever"]):
-    g = g.set_index("family")["best-of-N nDCG@10"]
-    raw = top[(top.dataset == name) & (top.retriever == kind)]["raw nDCG@10"].iloc[0]
-    order = " > ".join(f"{f} {v:.3f}" for f, v in g.sort_values(ascending=False).items())
-    print(f"best-of-{max(bon_ns)}, {name}/{kind} (raw {raw:.3f}): {order}; "
-          f"some rewrite beats raw on "
-          + ", ".join(f"{f} {BEATS.loc[(name, kind), f]:.0%}" for f in g.index) + " of queries")
-fam_pairs = BON_CMP[BON_CMP["baseline kind"] == "untrained"]
-for _, r in fam_pairs.iterrows():
-    print(describe(r))
-for _, r in CMP.iterrows():
-    print(describe(r))
-for _, r in SAGE_RESULTS[SAGE_RESULTS.model != "raw query"].iterrows():
-    print(f"{r.dataset}/{r.retriever} {r.model}: modified {r.modified:.0%}")
+best_fam = top.loc[top.groupby(["dataset", "retriever"])["best-of-N nDCG@10"].idxmax()]
+extra = [f"With {max(bon_ns)} samples per query and an oracle picking the best, the strongest "
+         "family is " + "; ".join(f"{r.family} on {r.dataset}/{r.retriever} ({r['best-of-N nDCG@10']:.3f} "
+                                  f"against {r['raw nDCG@10']:.3f} raw)" for _, r in best_fam.iterrows())
+         + ": the headroom a rewriter could reach."]
+trained_choice = STRAT_CHOICE[~STRAT_CHOICE.model.str.startswith("untrained")]
+if len(trained_choice):
+    share = trained_choice[[c for c in trained_choice.columns if c.startswith("s")]].max(axis=1)
+    extra.append(f"Trained SAGE rewriters use their most frequent strategy for "
+                 f"{share.min():.0%}-{share.max():.0%} of test queries.")
+trained_res = SAGE_RESULTS[SAGE_RESULTS.model.isin(CMP[CMP.kind == "trained"].method)]
+extra.append(f"They modify {trained_res.modified.min():.0%}-{trained_res.modified.max():.0%} of "
+             "the queries.")
+display(Markdown(what_we_found(CMP, notebook="08_sage", tables_dir=tables_dir, health=HEALTH,
+                               extra=extra)))

@@ -94,8 +94,8 @@ from qrlib.core.io import read_table, save_json, save_table
 from qrlib.methods.acqo.curriculum import generate_decompositions, search_fused
 from qrlib.rl.env import RewardEnv
 from qrlib.core.errors import QrlibError
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, plumbing_note, scale_columns
-from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.eval.compare import compare, comparison_table
 from qrlib.rl.train import load_config, train
 
 
@@ -362,12 +362,21 @@ pd.DataFrame(ex)
 # %% [markdown]
 # ## What we found
 #
-# Read from `12_comparisons` and `12_vanilla_results` of this run:
+# Built from `12_comparisons`, `12_vanilla_results` and `12_health` of this run by
+# `qrlib.workbook.findings`:
 
 # %%
-for _, r in COMPARISONS.iterrows():
-    print(describe(r))
-for _, r in VANILLA.iterrows():
-    print(f"{r.dataset}, {r.retriever}: vanilla RL writes {r['sub-queries']:.2f} queries per "
-          f"question (nDCG@10 {r['nDCG@10']:.3f})"
-          + (f"; {plumbing_note(r['RL steps'])[2:]}" if plumbing_note(r["RL steps"]) else ""))
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+extra = [f"Vanilla RL writes {VANILLA['sub-queries'].min():.2f}-{VANILLA['sub-queries'].max():.2f} "
+         "queries per question (one by design)."]
+acqo_vs = COMPARISONS[COMPARISONS.method.str.startswith("ACQO")]
+display(Markdown(
+    what_we_found(COMPARISONS[~COMPARISONS.method.str.startswith("ACQO")],
+                  notebook="12_acqo_vanilla_rl", tables_dir=tables_dir, health=HEALTH,
+                  extra=extra, subject="vanilla RL")
+    + ("" if acqo_vs.empty else " ACQO against vanilla RL (the question of ACQO Table 5): "
+       + "; ".join(f"{r['dataset']}/{r['retriever']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
+                   for _, r in acqo_vs.iterrows()) + ".")))

@@ -94,7 +94,7 @@ from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.data import rows as qrows
 from qrlib.eval import published
-from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.generation import engine, policy, prompts
 from qrlib.methods.deepretrieval import sql_task
@@ -353,12 +353,17 @@ pd.DataFrame(ex)
 # %% [markdown]
 # ## What we found
 #
-# Read from `13_sql_results` and `13_comparisons` of this run:
+# Built from `13_comparisons`, `13_sql_results` and `13_health` of this run by
+# `qrlib.workbook.findings` (the baseline here is the zero-shot model without reasoning):
 
 # %%
-for _, r in TABLE3.iterrows():
-    print(f"{r.model}: execution accuracy {r['execution accuracy']:.3f} "
-          f"(easy {r.easy:.2f}, medium {r.medium:.2f}, hard {r.hard:.2f}, extra {r.extra:.2f}); "
-          f"{r.ran:.0%} of the statements ran")
-for _, r in COMPARISONS.iterrows():
-    print(describe(r))
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+best = TABLE3.loc[TABLE3["execution accuracy"].idxmax()]
+extra = [f"The highest execution accuracy is {best['execution accuracy']:.3f} ({best.model}; "
+         f"{best.ran:.0%} of its statements ran)."]
+display(Markdown(what_we_found(COMPARISONS, notebook="13_deepretrieval_sql", tables_dir=tables_dir,
+                               health=HEALTH, kinds=("trained", "warm start"),
+                               baseline_kinds=("untrained",), extra=extra)))

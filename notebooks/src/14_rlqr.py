@@ -92,7 +92,8 @@ from qrlib import plots
 from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.eval import published
-from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.compare import compare, comparison_table
+from qrlib.eval.stats import fmt_interval
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.generation.contract import DecodingContract
 from qrlib.generation import engine, policy, prompts, rewrite
@@ -265,7 +266,7 @@ def rewrite_all(adapter, te):
     return df     # a new engine per model was never given back, and six went out of memory
 
 
-REWRITES, rows, cmp_rows = {}, [], []
+REWRITES, rows, cmp_rows, PER_Q = {}, [], [], {}  # PER_Q: (dataset, retriever) -> label -> scores
 for name, te in DATA.items():
     REWRITES[name, "untrained"] = rewrite_all(None, te)
     for kind in retrievers:
@@ -296,6 +297,7 @@ for name, te in DATA.items():
                          "query words std": words.std(),
                          "format ok": 1.0 if df is None else df.format_ok.mean(),
                          "modified": 0.0 if df is None else df.modified.mean(), **scale})
+        PER_Q[name, kind] = scores
         for metric in measures:
             for label, (df, scale, kind_) in methods.items():
                 if df is not None:
@@ -328,6 +330,25 @@ COMPARISONS[["dataset", "retriever", "metric", "method", "score", "baseline scor
              "lo", "hi", "wins", "losses", "RL steps"]].round(3)
 
 # %% [markdown]
+# Query by query (nDCG@3, RL-QR's measure): each trained rewriter (y) against the raw
+# query (x) on the real test queries. A rewriter that copies the query puts every point
+# on the diagonal.
+
+# %%
+head_14 = COMPARISONS[(COMPARISONS.kind == "trained") & (COMPARISONS.metric == "nDCG@3")]
+key_14 = {f"{r.dataset}/{r.retriever}: {r.method}": r for r in head_14.itertuples()}
+fig = plots.per_query_scatter(
+    {k: (PER_Q[r.dataset, r.retriever]["raw query"]["nDCG@3"].to_dict(),
+         PER_Q[r.dataset, r.retriever][r.method]["nDCG@3"].to_dict()) for k, r in key_14.items()},
+    metric="nDCG@3", baseline="raw query",
+    intervals={k: fmt_interval(r._asdict()) for k, r in key_14.items()})
+_ = plots.save_figure(fig, "14_per_query", figures_dir, profile=profile, setting=model,
+                      caption="Per-query nDCG@3 of each RL-QR rewriter (y) against the raw query "
+                              "(x) on the real test queries; title: n, wins / losses / ties and "
+                              "the mean difference with its 95 % paired-bootstrap interval")
+plt.show()
+
+# %% [markdown]
 # Example rewrites of real test queries, before and after training:
 
 # %%
@@ -353,16 +374,20 @@ published.table("rlqr", "Table 2")
 # %% [markdown]
 # ## What we found
 #
-# Read from `14_synthesis`, `14_rlqr_results` and `14_comparisons` of this run:
+# Built from `14_comparisons` (nDCG@3, RL-QR's measure), `14_synthesis`, `14_rlqr_results`
+# and `14_health` of this run by `qrlib.workbook.findings`:
 
 # %%
-for r in SYNTH.to_dict("records"):
-    print(f"{r['dataset']}: {r['usable']} usable synthetic questions of {r['documents']} "
-          f"documents; searched as they are, BM25 ranks the source first for "
-          f"{r.get('bm25 source@1', float('nan')):.0%}")
-for r in COMPARISONS.to_dict("records"):
-    print(describe(r))
-trained = COMPARISONS[(COMPARISONS.kind == "trained") & (COMPARISONS.metric == "nDCG@3")]
-beats = [f"{r.dataset}/{r.retriever} ({r.method})" for r in trained.itertuples() if r.lo > 0]
-print("RL-QR beats the raw query (interval above 0) on: " + (", ".join(beats) or "none")
-      + f"; {len(trained)} rewriter(s) tested.")
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+trained_14 = RESULTS[RESULTS.model.isin(COMPARISONS[COMPARISONS.kind == "trained"].method)]
+extra = [f"The trained rewriters modify {trained_14.modified.min():.0%}-"
+         f"{trained_14.modified.max():.0%} of the real test queries."]
+extra += [f"On {r['dataset']}, BM25 ranks the source document first for "
+          f"{r.get('bm25 source@1', float('nan')):.0%} of the {r['usable']} synthetic training "
+          "questions as they are, so copying them is already near-optimal there."
+          for r in SYNTH.to_dict("records") if r.get("bm25 source@1", 0) >= 0.5]
+display(Markdown(what_we_found(COMPARISONS[COMPARISONS.metric == "nDCG@3"], notebook="14_rlqr",
+                               tables_dir=tables_dir, health=HEALTH, extra=extra)))

@@ -83,7 +83,7 @@ from qrlib import plots
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import load_json, save_json, save_table
 from qrlib.eval import published
-from qrlib.eval.compare import comparison_table, describe
+from qrlib.eval.compare import comparison_table
 from qrlib.eval import curves
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.methods.sage import pipeline as sage
@@ -243,15 +243,17 @@ STRATEGIES.round(2)
 # %% [markdown]
 # ## What we found
 #
-# Read from `15_sage_ablation` and `15_comparisons` of this run:
+# Built from `15_comparisons`, `15_sage_ablation` and `15_health` of this run by
+# `qrlib.workbook.findings`:
 
 # %%
-for _, r in CMP.iterrows():
-    row = ABLATION[(ABLATION.dataset == r.dataset) & (ABLATION.model == r.method)].iloc[0]
-    print(f"{describe(r)}; modified {row.modified:.0%}")
-for name in sage_datasets:
-    mod = ABLATION[ABLATION.dataset == name].set_index("model").modified
-    trained = [LABEL[v.key] for v in ROWS]
-    print(f"{name}: modification rate " + ", ".join(f"{m} {mod[m]:.0%}" for m in trained)
-          + " (SAGE Table 3: " + ", ".join(f"{r.row} {r.value:.1%}" for _, r in PAPER_T3.iterrows())
-          + ")")
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+trained_15 = ABLATION[ABLATION.model.isin([LABEL[v.key] for v in ROWS])]
+extra = [f"The trained rows modify {trained_15.modified.min():.0%}-{trained_15.modified.max():.0%} "
+         "of the test queries (SAGE Table 3: " + ", ".join(f"{r.row} {r.value:.1%}"
+                                                          for _, r in PAPER_T3.iterrows()) + ")."]
+display(Markdown(what_we_found(CMP, notebook="15_sage_ablation", tables_dir=tables_dir,
+                               health=HEALTH, extra=extra)))

@@ -79,7 +79,7 @@ from qrlib import plots
 from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.eval import metrics, qa
-from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.scale import scale_columns
 from qrlib.generation import engine, policy, reader
 from qrlib.methods.acqo.artifacts import Stage1Record
@@ -312,11 +312,21 @@ _ = plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
 # %% [markdown]
 # ## What we found
 #
-# Read from `16_comparisons` of this run:
+# Built from `16_comparisons` of this run by `qrlib.workbook.findings`; the decomposers were
+# trained in notebooks 06 and 07 (their training health is there):
 
 # %%
-for _, r in CMP[CMP.kind == "trained"].iterrows():
-    where = "in domain" if r.dataset in IN_DOMAIN else "out of domain"
-    print(f"[{where}] {describe(r)}")
-for _, r in CMP[CMP.kind == "model-free"].iterrows():
-    print(f"[rule] {describe(r)}")
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+ndcg_16 = CMP[CMP.metric == "nDCG@10"]
+out_16 = ndcg_16[(ndcg_16.kind == "trained") & ~ndcg_16.dataset.isin(IN_DOMAIN)]
+extra = [] if out_16.empty else [
+    f"Out of domain ({', '.join(sorted(set(out_16.dataset)))}), the trained rows beat the raw "
+    f"question in {int((out_16.lo > 0).sum())} of {len(out_16)} comparisons."]
+rule_16 = ndcg_16[ndcg_16.kind == "model-free"]
+extra += [f"The model-free rule split beats the raw question in {int((rule_16.lo > 0).sum())} and "
+          f"falls below it in {int((rule_16.hi < 0).sum())} of {len(rule_16)} comparisons."]
+display(Markdown(what_we_found(ndcg_16, notebook="16_acqo_transfer", tables_dir=tables_dir,
+                               extra=extra)))

@@ -86,7 +86,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.eval import published
-from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval import curves
 from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
 from qrlib.generation.contract import DecodingContract
@@ -371,26 +371,25 @@ REASONING.round(3)
 # %% [markdown]
 # ## What we found
 #
-# Read from `17_comparisons`, `17_evidence` and `17_reasoning` of this run:
+# Built from `17_comparisons` (H@N at the deepest N), `17_reasoning`, `17_evidence` and
+# `17_health` of this run by `qrlib.workbook.findings`:
 
 # %%
-for _, r in CMP[(CMP.metric == HN[-1]) & (CMP["baseline kind"] == "baseline")].iterrows():
-    print(describe(r))
-for _, r in CMP[CMP.method.str.contains(" think: ") & (CMP.metric == HN[-1])].iterrows():
-    print(describe(r))
-for r in REASONING[REASONING.rewriter.str.startswith("trained")].to_dict("records"):
-    print(f"{r['dataset']}, {r['rewriter']}: reasoning words {r['reasoning words early']:.1f} -> "
-          f"{r['reasoning words late']:.1f}, query words {r['query words early']:.1f} -> "
-          f"{r['query words late']:.1f} (first vs last quarter of training); at test "
-          f"{r['test reasoning words']:.1f} reasoning and {r['test query words']:.1f} query words")
-    if r["rewriter"].endswith("think") and not r["rewriter"].endswith("nothink"):
-        print(f"  chains copying the prompt's example '{EXAMPLE['think']}': "
-              f"{r['echo share early']:.0%} -> {r['echo share late']:.0%} of logged rollouts, "
-              f"{r['test echo share']:.0%} of test rewrites")
-for r in REASONING[REASONING.rewriter == "untrained think"].to_dict("records"):
-    print(f"{r['dataset']}, untrained think: {r['test echo share']:.0%} of test chains copy the "
-          f"prompt's example, {r['test reasoning words']:.1f} reasoning words")
-for (label, name), res in RESULTS.items():
-    print(f"{name}, {label}: injection rate {res['injection']['has_injection'].mean():.1%} "
-          "(string match; DeepRetrieval Sec. 4 reports its 3B model's rates on NQ, TriviaQA "
-          "and SQuAD with an LLM judge)")
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+deep = CMP[(CMP.metric == HN[-1]) & ~CMP.method.str.contains("cleaned")]
+extra = []
+think = REASONING[REASONING.rewriter.str.endswith(" think")]
+if len(think):
+    extra.append("With reasoning, " + "; ".join(
+        f"{r['rewriter']} on {r['dataset']} copies the prompt's example chain in "
+        f"{r['test echo share']:.0%} of test rewrites" for r in think.to_dict("records")) + ".")
+inj = [res["injection"]["has_injection"].mean() for (label, _), res in RESULTS.items()
+       if label.startswith("trained")]
+if inj:
+    extra.append(f"Trained rewrites put an answer string into the query for {min(inj):.1%}-"
+                 f"{max(inj):.1%} of the questions (string match).")
+display(Markdown(what_we_found(deep, notebook="17_deepretrieval_evidence", tables_dir=tables_dir,
+                               health=HEALTH, extra=extra)))

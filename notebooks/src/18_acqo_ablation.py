@@ -99,8 +99,8 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import read_table, save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.eval import metrics, published
-from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.eval.scale import fmt_scale, log_scale, plumbing_note, scale_columns
+from qrlib.eval.compare import compare, comparison_table
+from qrlib.eval.scale import fmt_scale, log_scale, scale_columns
 from qrlib.generation import engine
 from qrlib.methods.acqo.ablation import (RUNS, check_env, check_same_test, load_subqueries,
                                          load_validity,
@@ -456,14 +456,17 @@ pd.DataFrame([{"question": TEST[name0].queries[q],
 # %% [markdown]
 # ## What we found
 #
-# Read from `18_comparisons` and `18_ablation` of this run:
+# Built from `18_comparisons`, `18_ablation` and `18_health` of this run by
+# `qrlib.workbook.findings` (here each ablation row is also compared with ACQO itself):
 
 # %%
-for _, r in COMPARISONS.iterrows():
-    print(describe(r))
-for _, r in ABLATION.iterrows():
-    if r.row.startswith("without RSF"):
-        print(f"{r.dataset}, {r.retriever}: {r.row} writes {r['sub-queries']:.2f} sub-queries "
-              f"per question (ACQO: "
-              f"{ABLATION[(ABLATION.row == 'ACQO') & (ABLATION.dataset == r.dataset)]['sub-queries'].iloc[0]:.2f})"
-              + plumbing_note(int(r["RL steps"])))
+from IPython.display import Markdown
+
+from qrlib.workbook.findings import what_we_found
+
+vs_acqo = COMPARISONS[(COMPARISONS.method == "ACQO") & (COMPARISONS.baseline != "raw question")]
+extra = [f"ACQO against {r['baseline']} on {r['dataset']}/{r['retriever']}: {r['diff']:+.3f} "
+         f"[{r['lo']:+.3f}, {r['hi']:+.3f}]." for _, r in vs_acqo.iterrows()]
+display(Markdown(what_we_found(COMPARISONS[COMPARISONS.baseline == "raw question"],
+                               notebook="18_acqo_ablation", tables_dir=tables_dir,
+                               health=HEALTH, extra=extra, subject="ACQO and ablation")))

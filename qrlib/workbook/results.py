@@ -1,6 +1,13 @@
 """RESULTS.md, generated from the tables of one profile: ``python -m qrlib results``.
 
-Every number in RESULTS.md is formatted here from ``tables/<profile>/*.csv``, from the
+This module assembles the document: the shared sections (intro, scoreboard, retrieval
+baselines, rewards, wall times, what is not yet reproduced, other tables) and each paper's,
+which live in ``qrlib/methods/<paper>/results.py`` and are found through the entry-point
+group :data:`GROUP` (``qrlib.results`` in ``pyproject.toml``); every section carries an order
+number and RESULTS.md lists them sorted by it (:mod:`qrlib.workbook.resultsdoc`, which also
+holds :class:`Doc` and the helpers sections share).
+
+Every number in RESULTS.md is formatted from ``tables/<profile>/*.csv``, from the
 papers' published numbers (:mod:`qrlib.eval.published`), from the profile's parameters
 (``params/<profile>.yaml``) or from ``tables/<profile>/run_timings.csv`` (the runner's
 timings); numbers computed from those (a ratio, a sum, a range) are declared with the
@@ -13,24 +20,26 @@ says so instead of failing.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qrlib.core.io import REPO_ROOT, atomic_write, read_table
 from qrlib.core.errors import QrlibError
+from qrlib.core.registry import paper_entries
 from qrlib.eval import published
-from qrlib.eval.compare import check_comparisons, select
-from qrlib.eval.scale import missing_scale
-from qrlib.methods.bandits import bandits as B
-from qrlib.eval.stats import verdict
 from qrlib.workbook.freshness import profile_status
 from qrlib.workbook.profiles import load_profile, long_notebooks
 from qrlib.workbook.publish import timing_table
+from qrlib.workbook.resultsdoc import Doc, Section, cite, md_table
 from qrlib.workbook import scoreboard
+
+#: The entry-point group of the papers' sections: ``<paper> = "<module>:SECTIONS"``.
+GROUP = "qrlib.results"
+
 
 # ---------------------------------------------------------------------------- numbers
 # References that contain digits but are not results (Table 4, Eq. 1-2, issue 10, ...)
@@ -99,95 +108,6 @@ def table_values(path: Path) -> list[float]:
     return vals
 
 
-# ---------------------------------------------------------------------------- document
-@dataclass
-class Doc:
-    profile: str
-    root: Path
-    cited: list[str] = field(default_factory=list)          # table stems read
-    papers: list[str] = field(default_factory=list)         # published papers read
-    derived: list[tuple[str, str]] = field(default_factory=list)  # (text, formula)
-    _tables: dict[str, Any] = field(default_factory=dict)
-    status: dict[str, Any] = field(default_factory=dict)    # notebook -> freshness.Status
-    long: list[str] = field(default_factory=list)           # the profile's long set
-
-    @property
-    def tables_dir(self) -> Path:
-        return self.root / "tables" / self.profile
-
-    def t(self, name: str):
-        """Read ``tables/<profile>/<name>.csv`` (and cite it)."""
-        if name not in self._tables:
-            path = self.tables_dir / f"{name}.csv"
-            if not path.exists():
-                raise QrlibError(f"tables/{self.profile}/{name}.csv is missing")
-            self._tables[name] = read_table(path)
-            if name not in self.cited:
-                self.cited.append(name)
-        return self._tables[name]
-
-    def has(self, name: str) -> bool:
-        """Whether this profile wrote ``tables/<profile>/<name>.csv``."""
-        return (self.tables_dir / f"{name}.csv").exists()
-
-    def interval(self, diff: float, lo: float, hi: float) -> str:
-        """``+0.027 [+0.018, +0.038]``, each number sourced like :meth:`n`."""
-        return (f"{self.n(diff, signed=True)} [{self.n(lo, signed=True)}, "
-                f"{self.n(hi, signed=True)}]")
-
-    def scale(self, r: Any) -> str:
-        """A row's training scale (:data:`qrlib.eval.scale.SCALE_COLUMNS`): ``"64 RL + 24 SFT
-        steps, 200 q, 1,100 rollouts, 31 RL min"``, ``"24 SFT steps, 55 q"``, ``"untrained"``,
-        or ``–`` for a table written before it carried the scale."""
-
-        if missing_scale(list(r.index)):
-            return "–"
-        if not (r["RL steps"] or r["SFT steps"]):
-            return "untrained" if r["policy"] != "-" else "no model"
-        if not r["RL steps"]:  # a warm start alone: its minutes are not in any RL log
-            return f"{int(r['SFT steps'])} SFT steps, {int(r['train queries'])} q"
-        steps = f"{int(r['RL steps'])} RL" + (f" + {int(r['SFT steps'])} SFT"
-                                               if r["SFT steps"] else "")
-        flag = r.get("valid flag")  # a trained row whose test outputs are mostly malformed
-        flag = (f"; **flagged: test valid {self.n(r['test valid'], '.2f')}, training "
-                f"{self.n(r['train valid'], '.2f')}**" if isinstance(flag, str) and flag else "")
-        return (f"{steps} steps, {int(r['train queries'])} q, {int(r['rollouts']):,} rollouts, "
-                f"{self.n(r['train min'], '.0f')} RL min{flag}")
-
-    def pub(self, paper: str, table: str, **kw):
-
-        if paper not in self.papers:
-            self.papers.append(paper)
-        return published.table(paper, table, **kw)
-
-    def n(self, value: float, fmt: str = ".3f", *, derived: str | None = None,
-          signed: bool = False) -> str:
-        """Format ``value``; ``derived`` names the formula when the number is computed
-        from sources rather than read from one."""
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "–"
-        s = format(value, ("+" if signed else "") + fmt)
-        if derived:
-            self.derived.append((s.lstrip("+-"), derived))
-        return s.replace("-", "−") if signed or value < 0 else s
-
-    def rng(self, values, fmt: str = ".3f", *, what: str) -> str:
-        vals = [float(v) for v in values if v == v]
-        lo, hi = min(vals), max(vals)
-        a, b = self.n(lo, fmt), self.n(hi, fmt)
-        return a if a == b else f"{a}–{b}"
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _cite(*names: str) -> str:
-    return ", ".join(f"`{n}.md`" for n in names)
-
-
 # ---------------------------------------------------------------------------- sections
 def _intro(d: Doc) -> str:
     return (f"# Measured results (profile `{d.profile}`)\n\n"
@@ -227,11 +147,11 @@ def _baselines(d: Doc) -> str:
                      d.n(get(ds, "dense", "nDCG@10")),
                      d.n(mteb.loc[ds, "nDCG@10"]) if ds in mteb.index else "",
                      d.n(get(ds, "bm25", "R@100"))])
-    table = _md_table(["dataset (test)", "BM25 (bm25s) nDCG@10", "Pyserini BM25 flat / multifield",
+    table = md_table(["dataset (test)", "BM25 (bm25s) nDCG@10", "Pyserini BM25 flat / multifield",
                        "rank-bm25 nDCG@10", "MiniLM dense nDCG@10", "MTEB (MiniLM)", "BM25 R@100"],
                       rows)
     diffs = ag["nDCG@10 diff"].abs()
-    text = [f"## Retrieval baselines (notebook 02: {_cite('02_baselines', '02_bm25_agreement', '02_speed', '02_hnsw_vs_flat')})\n",
+    text = [f"## Retrieval baselines (notebook 02: {cite('02_baselines', '02_bm25_agreement', '02_speed', '02_hnsw_vs_flat')})\n",
             table, "",
             "BM25 is k1 = 1.2, b = 0.75 with lower-casing, English stopwords and the Snowball "
             "(Porter2) stemmer over title and text concatenated (\"flat\"); Pyserini's regressions "
@@ -249,7 +169,7 @@ def _baselines(d: Doc) -> str:
         text[-1] += (f"In the same notebook run bm25s is {' and '.join(parts)} faster than "
                      "rank-bm25" + (f" (NFCorpus queries average {d.n(qw, '.1f')} words, so "
                                        "there is little per-query work to vectorise; "
-                                       f"{_cite('01_dataset_stats')})" if qw is not None else "")
+                                       f"{cite('01_dataset_stats')})" if qw is not None else "")
                      + "; `benchmarks/bench_retrieval.py` measures the ratio on an idle machine.")
     try:
         h = d.t("02_hnsw_vs_flat").iloc[0]
@@ -268,44 +188,6 @@ def _baselines(d: Doc) -> str:
     return "\n".join(text) + "\n"
 
 
-def _fusion(d: Doc) -> str:
-    m = d.t("03_fusion_metrics")
-    ties = d.t("03_fusion_ties")
-    tim = d.t("03_fusion_timing")
-    ds = "2wikimultihopqa-mini" if "2wikimultihopqa-mini" in set(m.dataset) else m.dataset.iloc[0]
-    blk = m[(m.dataset == ds) & (m.retriever == "bm25")]
-    methods = ["raw question", "best single sub-query (oracle pick)", "RRF", "RRF (lists cut to 10)",
-               "RSF", "CombSUM", "CombMNZ", "RSF (raw + sub-queries)"]
-    rows = []
-    for meth in methods:
-        r = blk[blk.method == meth]
-        if r.empty:
-            continue
-        if meth == "raw question":
-            v = r["nDCG@10"].iloc[0]
-            rows.append([meth, d.n(v), d.n(v)])
-            continue
-        cell = {s: r[r.split == s]["nDCG@10"] for s in ("heuristic", "oracle")}
-        fmt = (lambda s: f"**{d.n(cell[s].iloc[0])}**") if meth == "RSF" else (lambda s: d.n(cell[s].iloc[0]))
-        rows.append([f"**{meth}**" if meth == "RSF" else meth, fmt("heuristic"), fmt("oracle")])
-    piv = m.pivot_table(index=["dataset", "retriever", "split"], columns="method", values="nDCG@10")
-    gap = (piv["RSF"] - piv["RRF"]).dropna()
-    t = (f"## Fusion of sub-query lists (notebook 03: {_cite('03_fusion_metrics', '03_fusion_ties', '03_fusion_timing')})\n\n"
-         f"Model-free sub-queries (oracle: one per gold title; heuristic: a rule-based split), "
-         f"lists of depth 100, nDCG@10 on {ds} with BM25:\n\n"
-         + _md_table(["method", "heuristic split", "oracle split"], rows) + "\n\n"
-         f"Over every dataset, retriever and split, RSF beats RRF by "
-         f"{d.rng(gap, '.3f', what='RSF-RRF')} nDCG@10. RSF and CombSUM lead; RRF over deep "
-         "lists rewards documents that several lists share at middling ranks over documents "
-         "one list ranks first, which hurts when each sub-query targets a different gold "
-         "paragraph (ACQO's motivation for RSF). Depending on dataset, retriever and split, "
-         f"{d.rng(ties['share with a P-tie in top-10'] * 100, '.0f', what='tie share')} % of questions "
-         "have a rank-consensus tie in RSF's top 10 that the score breaks. Fusing one "
-         f"question's lists takes {d.rng(tim['mean'], '.0f', what='us')} µs in pure Python, "
-         "depending on the method.\n")
-    return t
-
-
 def _rewards(d: Doc) -> str:
     s = d.t("04_reward_stats")
     cp = d.t("04_copy_penalty")
@@ -314,7 +196,7 @@ def _rewards(d: Doc) -> str:
     p0 = cp[cp["p"] == 0]
     pos = cp[cp["p"] > 0].sort_values("p")
     share = "share of groups where a copy is a top rollout"
-    t = (f"## Rewards (notebook 04: {_cite('04_reward_stats', '04_copy_penalty')})\n\n"
+    t = (f"## Rewards (notebook 04: {cite('04_reward_stats', '04_copy_penalty')})\n\n"
          "Share of groups of pseudo-rollouts with zero reward variance (TRL's "
          f"`frac_reward_zero_std`: no GRPO signal at all): {'; '.join(parts)}. Rank maps and "
          "format terms give GRPO a signal in more groups than a plain nDCG@10.")
@@ -324,406 +206,6 @@ def _rewards(d: Doc) -> str:
               f"already brings that to {d.n(pos[share].iloc[0] * 100, '.0f')} % (the paper uses "
               f"p = {d.n(d.pub('sage', 'Sec. 4.3')['value'].iloc[0], 'g')}).")
     return t + "\n"
-
-
-def _bandits(d: Doc) -> str:
-
-    pool = d.t("09_pool_stats")
-    chk = d.t("09_direction_checks")
-    sh = d.t("09_serial_vs_hierarchical")
-    an = d.t("09_alpha_ndcg")
-    label2key = {p.label: k for k, p in B.POLICIES.items()}
-    t4 = d.pub("bandit", "Table 4", wide=True, index="key")
-    parts = [f"## Bandit selection of sub-query documents (notebook 09: "
-             f"{_cite('09_pool_stats', '09_direction_checks', '09_serial_vs_hierarchical', '09_alpha_ndcg')})\n"]
-    parts.append(f"Requests pool {d.rng(pool['pool'], '.1f', what='pool')} unique documents on average "
-                 f"(per dataset and decomposition), of which {d.rng(pool['relevant_in_pool'], '.1f', what='rel')} "
-                 "are relevant. The paper's findings, checked on this run:\n")
-    rows = [[r.iloc[0], f"**{r.iloc[1]}**" if r.iloc[1] != "yes" else r.iloc[1], r.iloc[2]]
-            for _, r in chk.iterrows()]
-    parts.append(_md_table(list(chk.columns), rows))
-    key = ["random", "rank", "egreedy", "bernoulli", "bernoulli_top3", "gaussian", "topk_ucb_div"]
-    rows = []
-    for _, r in sh.iterrows():
-        k = label2key.get(r["policy"])
-        if k not in key or k not in t4.index:
-            continue
-        rows.append([r["policy"], d.n(r["Ser. b=10%"]), d.n(r["Hier. b=10%"]),
-                     d.n(t4.loc[k, "Ser. 10%"]), d.n(t4.loc[k, "Hier. 10%"]),
-                     d.n(r["Ser. b=20%"]), d.n(t4.loc[k, "Ser. 20%"])])
-    parts.append("\nPrecision of the selected documents, serial vs hierarchical bandits, next to "
-                 "the paper's Table 4 (ResearchyQuestions; paper values from "
-                 "`qrlib/methods/bandits/published.yaml`):\n")
-    parts.append(_md_table(["policy", "ours Ser. 10%", "ours Hier. 10%", "paper Ser. 10%",
-                            "paper Hier. 10%", "ours Ser. 20%", "paper Ser. 20%"], rows))
-    ours5 = [c for c in an.columns if c.endswith("/@5")]
-    non_random = an[an["policy"] != "Random"]
-    t3 = d.pub("bandit", "Table 3", column="Researchy @5")
-    setup = d.pub("bandit", "Sec. 4", wide=True)["value"]
-    neuclir_pool = d.n(setup["NeuCLIR sub-queries per request k"]
-                       * setup["documents retrieved per sub-query n"], ".0f",
-                       derived="bandit Sec. 4: sub-queries per request k x documents per sub-query n")
-    parts.append(
-        f"\nWhy the levels differ: our pools are small (see above) against up to {neuclir_pool} "
-        "documents per NeuCLIR request in the paper, so a 10 % budget is two or three documents and the first arm "
-        "tried decides precision; each request has few relevant documents, so the paper's "
-        "expansion rule (a parent must look relevant on several observations in a row) can "
-        "hardly fire and the hierarchical run becomes \"parents first\"; our two-level "
-        "hierarchy is deterministic rather than model-generated. The α-nDCG@5 of every "
-        f"non-random policy lies in {d.rng(non_random[ours5].to_numpy().ravel(), '.2f', what='alpha')} here "
-        f"against {d.rng(t3['value'], '.2f', what='paper alpha')} on ResearchyQuestions in the paper "
-        "(our subtopics are the few sub-queries of a request); compare orderings, not levels.\n")
-    return "\n".join(parts)
-
-
-def _rl(d: Doc) -> str:
-    ts = d.t("05_training_summary")
-    te = d.t("05_test_results")
-    prof = load_profile(d.root / "params" / f"{d.profile}.yaml", validate=False)
-    p05 = prof["notebooks"].get("05_vanilla_rl", {})
-    rows = []
-    for _, r in ts.iterrows():
-        rows.append([r["run"], f"{d.n(r.reward_first_quarter, '.2f')} → {d.n(r.reward_last_quarter, '.2f')}",
-                     f"{d.n(r.format_first_quarter, '.2f')} → {d.n(r.format_last_quarter, '.2f')}",
-                     f"{d.n(r.gain_first_half, '.2f', signed=True)} → {d.n(r.gain_second_half, '.2f', signed=True)}",
-                     d.n(r.s_per_step, '.0f')])
-    head = (f"## RL training (notebooks 05 and 10: {_cite('05_training_summary', '05_test_results', '05_comparisons', '10_latency', '10_generated_tokens')})\n\n"
-            f"`{p05.get('model', '?')}` with LoRA, GRPO, {p05.get('train_steps', '?')} steps × "
-            f"{p05.get('prompts_per_step', 1)} claims × {p05.get('num_generations', '?')} "
-            f"rollouts per retriever, reward nDCG@"
-            f"{p05.get('reward_k', '?')} with a format penalty (DeepRetrieval Table 8 style), "
-            f"SciFact train claims in the mode of each run name:\n\n"
-            + _md_table(["run", "mean reward, first → last quarter", "format-valid, first → last quarter",
-                         "gain over raw claim, first → second half", "s/step"], rows))
-    rows = []
-    for kind in dict.fromkeys(te.retriever):
-        sub = te[te.retriever == kind].set_index("method")
-        raw = sub.loc["raw"] if "raw" in sub.index else None
-        unt = sub[sub.index.str.startswith("untrained")]
-        tr = sub[sub.index.str.startswith("trained")]
-        for meth in tr.index:
-            rows.append([kind, d.n(raw["nDCG@10"]) if raw is not None else "–",
-                         d.n(unt["nDCG@10"].iloc[0]) if len(unt) else "–",
-                         d.n(tr.loc[meth, "nDCG@10"]),
-                         f"{d.n(raw['R@100']) if raw is not None else '–'} / {d.n(tr.loc[meth, 'R@100'])}",
-                         d.n(tr.loc[meth, "modified"], ".2f"), d.scale(tr.loc[meth])])
-    body = ("\n\nTest claims (" + (str(p05.get("n_test_queries")) if p05.get("n_test_queries") else "all")
-            + " SciFact test claims):\n\n"
-            + _md_table(["retriever", "raw claim nDCG@10", "untrained nDCG@10", "trained nDCG@10",
-                         "R@100 raw / trained", "modification rate", "training scale"], rows))
-    src = "05_comparisons" if d.has("05_comparisons") else "10_comparisons"
-    if d.has(src):
-        vs = select(check_comparisons(d.t(src), src), kind="trained",
-                    dataset="scifact", **{"baseline kind": "baseline"})
-        sig = [r for _, r in vs.iterrows() if r.lo > 0]
-        verdict = (("**No trained rewrite beats the raw claim with a 95% paired-bootstrap "
-                    f"interval that excludes 0** (`{src}.md`): "
-                    if not sig else "**Trained rewrites that beat the raw claim with a 95% "
-                    f"paired-bootstrap interval excluding 0** (`{src}.md`): "
-                    + ", ".join(f"{r.retriever} ({r.method})" for r in sig) + "; all: ")
-                   + "; ".join(f"{r.retriever} {d.interval(r['diff'], r.lo, r.hi)}"
-                               for _, r in vs.iterrows()) + ". ")
-    else:
-        verdict = "Neither 05 nor 10 has written its comparison table in this run. "
-    body += ("\n\n" + verdict
-             + "DeepRetrieval trains a 3B policy for thousands of GPU steps; the scale column "
-               "says what was trained here, and the reward gain over the raw claim's own score "
-               "(`05_gain_over_raw.png`) is the learning curve to watch. "
-               "`params/cpu-long.yaml` trains longer and adds NFCorpus.")
-    lat = d.t("10_latency")
-    tok = d.t("10_generated_tokens")
-    gen = lat[lat.generation_ms > 0]
-    a6 = d.pub("acqo", "Table 6a", wide=True)
-    a8 = d.pub("acqo", "Table 8", wide=True)
-    body += ("\n\nLatency per query (ACQO Table 6a layout, `10_latency.md`): generation "
-             f"{d.rng(gen.generation_ms, '.0f', what='gen')} ms (batched greedy decoding on this CPU), "
-             f"retrieval {d.rng(lat[lat.retriever == 'bm25'].retrieval_ms, '.2f', what='bm25')} ms for BM25 and "
-             f"{d.rng(lat[lat.retriever == 'dense'].retrieval_ms, '.1f', what='dense')} ms for MiniLM "
-             "(query encoding included); single-query methods have no fusion step. ACQO reports "
-             f"{d.n(a6.loc['ACQO', 'generation'], '.0f')} ms generation, "
-             f"{d.n(a6.loc['ACQO', 'retrieval'], '.0f')} ms retrieval and "
-             f"{d.n(a6.loc['ACQO', 'rerank'], '.0f')} ms fusion on a GPU. Generated tokens per "
-             f"query: {d.rng(tok[tok.method != 'raw'].mean_tokens, '.1f', what='tok')} (ACQO Table 8: "
-             f"{d.n(a8.loc['ACQO (BM25)', 'total'], '.0f')} with BM25, "
-             f"{d.n(a8.loc['ACQO (ANCE)', 'total'], '.0f')} with ANCE).")
-    try:
-        fr = d.t("10_generation_timing")
-        body += (f" Re-timed alone, the trained adapters generate in "
-                 f"{d.rng(fr.generation_ms_per_query, '.0f', what='fresh')} ms per query, one "
-                 f"query at a time or all in one batch (`10_generation_timing.md`).")
-    except QrlibError:
-        pass
-    return head + body + "\n"
-
-
-def _acqo(d: Doc) -> str:
-    """ACQO (notebooks 06-07): cold start, curriculum and the test table vs the raw question.
-    Empty until 07 has run in this profile (the gaps section then names it)."""
-    if not d.has("07_acqo_results"):
-        return ""
-    res = d.t("07_acqo_results")
-    head = (f"## ACQO: the trained decomposer against the raw question (notebooks 06-07: "
-            f"{_cite('06_warm_start', '07_tau_filter', '07_stage_summary', '07_acqo_results')})\n\n")
-    parts = []
-    try:
-        w = d.t("06_warm_start")
-        parts.append("Cold start by rejection sampling (notebook 06): per retriever, "
-                     + "; ".join(f"{r.retriever}: {d.n(r['target is a sample'], '.0%')} of "
-                                 f"{int(r.questions)} training questions got a sampled "
-                                 f"decomposition as SFT target"
-                                 + (f" and {d.n(r['target is the rule split'], '.0%')} the "
-                                    f"rule split" if "target is the rule split" in r else "")
-                                 + f" (it beat the question as is by "
-                                 f"{d.n(r['mean gain of chosen samples'], '.2f')} on average; "
-                                 f"format-valid samples {d.n(r['format-valid samples'], '.2f')})"
-                                 for _, r in w.iterrows()) + ".")
-    except QrlibError:
-        pass
-    try:
-        k = d.t("07_tau_filter")
-        parts.append("Curriculum filter (Eq. 7-8): kept "
-                     + "; ".join(f"{r.retriever} {d.n(r['kept share'], '.2f')} "
-                                 f"[{d.n(r.lo, '.2f')}, {d.n(r.hi, '.2f')}] of {int(r.questions)}"
-                                 for _, r in k.iterrows()) + " training questions (ACQO keeps about half).")
-    except QrlibError:
-        pass
-    rows = []
-    for _, r in res.iterrows():
-        rows.append([r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]), d.n(r["R@10"]),
-                     d.n(r["sub-queries"], ".2f"),
-                     d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi),
-                     str(r["wins/losses"]), d.scale(r)])
-    table = _md_table(["test set", "retriever", "model", "nDCG@10", "R@10", "sub-queries",
-                       "Δ nDCG@10 vs raw [95% CI]", "wins/losses", "training scale"], rows)
-    verdicts = []
-    if d.has("07_comparisons"):  # by column: every trained row against the raw question
-        cmp = check_comparisons(d.t("07_comparisons"), "07_comparisons")
-        for _, r in select(cmp, kind="trained", **{"baseline kind": "baseline"}).iterrows():
-            verdicts.append(f"{r.dataset} / {r.retriever}: {r.method} {verdict(r.lo, r.hi)} "
-                            f"the {r.baseline}")
-    tail = ("\n\nPer test set and retriever: " + "; ".join(verdicts) + ". " if verdicts else "\n\n")
-    tail += ("The interval is a 95% paired bootstrap over questions; the training scale "
-             "(read from the runs' logs) is far below ACQO's (Qwen2.5-3B, 3 + 6 epochs on about "
-             "half of HotpotQA's 90k training questions with BM25, ACQO App. A); `07_comparisons.md` compares ACQO "
-             "with every other row"
-             + (" and `07_vs_paper_table3.md` sets HotpotQA next to the paper."
-                if d.has("07_vs_paper_table3") else
-                "; HotpotQA, the setting of ACQO Table 3, is evaluated in `cpu-long`."))
-    if d.has("12_comparisons"):  # ACQO Table 5's single-query baseline, notebook 12
-        cmp = check_comparisons(d.t("12_comparisons"), "12_comparisons")
-        for _, r in select(cmp, kind="trained", **{"baseline kind": "baseline"}).iterrows():
-            tail += (f"\n\nThe single-query baseline at ACQO's budget (notebook 12, "
-                     f"{_cite('12_comparisons', '12_vanilla_results')}): {r.method} on "
-                     f"{r.dataset} / {r.retriever}, {r.metric} {d.n(r.score)}, Δ vs "
-                     f"{r.baseline} {d.interval(r['diff'], r.lo, r.hi)} ({d.scale(r)}): it "
-                     f"{verdict(r.lo, r.hi)} the {r.baseline}.")
-            rest = cmp[(cmp.dataset == r.dataset) & (cmp.retriever == r.retriever)
-                       & (cmp.metric == r.metric) & (cmp["baseline kind"] != "baseline")]
-            tail += "".join(f" {x.method} minus {x.baseline}: {d.interval(x['diff'], x.lo, x.hi)}."
-                            for _, x in rest.iterrows())
-    copiers = [r.model for _, r in res.iterrows()
-               if not r.model.startswith(("raw", "rule", "untrained")) and r["sub-queries"] < 1.1]
-    if copiers:
-        tail += (" Trained rows that write about one sub-query per question ("
-                 + ", ".join(copiers) + ") mostly give the question back unchanged: when few "
-                 "training questions have a sampled split that beats the question, the cold "
-                 "start teaches copying and GRPO then sees groups of identical rollouts.")
-    return head + " ".join(parts) + "\n\n" + table + tail + "\n"
-
-
-def _sage(d: Doc) -> str:
-    """SAGE (notebook 08): best-of-N curves, the trained reward variants against the raw
-    query and each other, and the CRS finding."""
-    if not d.has("08_sage_results"):
-        return ""
-    out = [f"## SAGE (notebook 08: "
-           f"{_cite('08_best_of_n', '08_strategy_best_share', '08_sage_results', '08_comparisons' if d.has('08_comparisons') else '08_sage_pairwise')})\n"]
-    b, s = d.t("08_best_of_n"), d.t("08_strategy_best_share")
-    nmax = int(b.N.max())
-    fams = list(dict.fromkeys(b.family))
-    beats = s.groupby(["dataset", "retriever", "family"])["family beats raw"].first()
-    rows = []
-    for (name, kind), g in b.groupby(["dataset", "retriever"], sort=False):
-        g = g.set_index(["family", "N"])["best-of-N nDCG@10"]
-        raw = b[(b.dataset == name) & (b.retriever == kind)]["raw nDCG@10"].iloc[0]
-        rows.append([name, kind, d.n(raw)] + [
-            f"{d.n(g[f, 1])} / {d.n(g[f, nmax])} ({d.n(beats[name, kind, f], '.0%')})"
-            for f in fams])
-    q = int(b.queries.iloc[0])
-    out.append(f"\nStrategy-guided prompting (SAGE Sec. 3.1): nDCG@10 of one sampled rewrite "
-               f"(best-of-1) and of the best of {nmax} chosen with the qrels (an oracle upper "
-               f"bound), and in brackets the share of queries where some rewrite beats the raw "
-               f"query; {q} test queries per dataset:\n\n"
-               + _md_table(["dataset", "retriever", "raw query"]
-                           + [f"{f}: 1 / {nmax}" for f in fams], rows))
-    if d.has("08_best_of_n_comparisons"):  # issue 26 item 4: do the families separate?
-        fc = select(check_comparisons(d.t("08_best_of_n_comparisons"), "08_best_of_n_comparisons"),
-                    **{"baseline kind": "untrained"})
-        rows = [[r.dataset, r.retriever, r.method, r.baseline, d.interval(r["diff"], r.lo, r.hi),
-                 verdict(r.lo, r.hi)] for _, r in fc.iterrows()]
-        out.append("\n\nThe families against each other, per-query best-of-N paired over the "
-                   "test queries (`08_best_of_n_comparisons.md`, 95% paired bootstrap):\n\n"
-                   + _md_table(["dataset", "retriever", "family", "against", "Δ [95% CI]",
-                                "verdict"], rows))
-    res = d.t("08_sage_results")
-    rows = [[r.dataset, r.retriever, r.model, d.n(r["nDCG@10"]),
-             d.interval(r["ΔnDCG@10 vs raw"], r.lo, r.hi), d.n(r.modified, ".2f"),
-             d.n(r["gen tokens"], ".1f"), d.scale(r)] for _, r in res.iterrows()]
-    out.append("\n\nSAGE training (Sec. 2.3-2.5) on the test queries, with the copy penalty "
-               "(Eq. 3); the exploration ablation (Table 3) is notebook 15, below:\n\n"
-               + _md_table(["dataset", "retriever", "model", "nDCG@10",
-                            "Δ vs raw [95% CI]", "modified", "tokens", "training scale"], rows))
-    if d.has("08_comparisons"):
-        pw = select(check_comparisons(d.t("08_comparisons"), "08_comparisons"), paper="sage",
-                    **{"baseline kind": "trained"})
-        pw = pw.rename(columns={"method": "a", "baseline": "b", "diff": "Δ (a-b)"})
-    else:  # a run published before 08 wrote the comparison schema
-        pw = d.t("08_sage_pairwise")
-    if len(pw):
-        out.append("\n\nAgainst each other (95% paired bootstrap): "
-                   + "; ".join(f"{r.a} − {r.b} {d.interval(r['Δ (a-b)'], r.lo, r.hi)}"
-                               for _, r in pw.iterrows()) + ".")
-        by = {(r.a, r.b): r for _, r in pw.iterrows()}
-        need = [("SAGE-SCS", "SAGE Direct"), ("SAGE-CRS", "SAGE Direct"),
-                ("SAGE Direct", "unguided RL (DeepRetrieval-style)")]
-        if all(k in by for k in need):
-            holds = all(by[k].lo > 0 for k in need)
-            out.append(" The paper's ordering (SCS, CRS > Direct > unguided) "
-                       + ("holds here with intervals above 0." if holds else
-                          "is not shown here: not every one of these intervals lies above 0."))
-    if d.has("08_crs_readings"):  # issue 26 item 5: CRS trains as Direct under GRPO
-        crs = d.t("08_crs_readings")
-        g = crs[crs["CRS reading"] == "group"]
-        other = crs[crs["CRS reading"] != "group"]
-        out.append(f" CRS subtracts a group-constant baseline, which GRPO's group-mean centring "
-                   f"removes, so CRS trains exactly as Direct: on the sampled groups "
-                   f"(`08_crs_readings.md`) their update weights differ by at most "
-                   f"{d.n(float(g['max |A_CRS - A_Direct|'].max()), '.1g')}; only a reading "
-                   f"without the centring or with a per-strategy baseline changes them (up to "
-                   f"{d.n(float(other['max |A_CRS - A_Direct|'].max()), '.2f')}).")
-    if d.has("15_sage_ablation") and d.has("15_comparisons"):  # Table 3, notebook 15
-        abl = d.t("15_sage_ablation").set_index(["dataset", "model"])
-        cmp = select(check_comparisons(d.t("15_comparisons"), "15_comparisons"),
-                     kind="trained", **{"baseline kind": "baseline"})
-        rows = [[r.dataset, r.method, d.n(r.score),
-                 d.interval(r["diff"], r.lo, r.hi),
-                 d.n(abl.loc[(r.dataset, r.method), "modified"], ".2f"), d.scale(r)]
-                for _, r in cmp.iterrows()]
-        t3 = published.table("sage", "Table 3")
-        t3 = t3[t3.column == "modification rate"]
-        out.append(f"\n\nExploration ablation (SAGE Table 3, notebook 15: "
-                   f"{_cite('15_sage_ablation', '15_comparisons')}), SCS with the conservative "
-                   f"or the proactive prompt and copy penalties p; the paper's modification "
-                   f"rates: " + "; ".join(f"{r.row} {d.n(r.value, '.3g')}" for _, r in t3.iterrows())
-                   + ":\n\n"
-                   + _md_table(["dataset", "model", "nDCG@10", "Δ vs raw [95% CI]", "modified",
-                                "training scale"], rows))
-    return "".join(out) + "\n"
-
-
-def _rlqr(d: Doc) -> str:
-    """RL-QR (notebook 14): synthesis and the annotation-free rewriters against the raw
-    query, by column of ``14_comparisons``. Empty until 14 has run in this profile."""
-    if not (d.has("14_rlqr_results") and d.has("14_comparisons")):
-        return ""
-    syn, res = d.t("14_synthesis"), d.t("14_rlqr_results")
-    cmp = check_comparisons(d.t("14_comparisons"), "14_comparisons")
-    out = [f"## RL-QR (notebook 14: {_cite('14_synthesis', '14_rlqr_results', '14_comparisons')})\n"]
-    ci = {(r.dataset, r.retriever, r.method): r for _, r in select(cmp, metric="nDCG@3").iterrows()}
-    rows = []
-    for _, r in res.iterrows():
-        c = ci.get((r.dataset, r.retriever, r.model))
-        rows.append([r.dataset, r.retriever, r.model, d.n(r["nDCG@3"]),
-                     d.interval(c["diff"], c.lo, c.hi) if c is not None else "-",
-                     f"{d.n(r['query words mean'], '.1f')} ± {d.n(r['query words std'], '.1f')}",
-                     d.n(r.modified, ".2f"), d.scale(r)])
-    trained = select(cmp, kind="trained", metric="nDCG@3")
-    out.append("\nQuery synthesis (Alg. 1): "
-               + "; ".join(f"{r.dataset}: {int(r.usable)} of {int(r.documents)} documents gave "
-                           f"a usable question ({d.n(r['usable share'], '.0%')}), BM25 ranks the "
-                           f"source first for {d.n(r['bm25 source@1'], '.0%')}"
-                           for _, r in syn.iterrows() if "bm25 source@1" in r) + ".")
-    out.append(" Rewriters trained only on synthetic queries, tested on the real ones "
-               "(RL-QR Table 2's layout, nDCG@3):\n\n"
-               + _md_table(["dataset", "retriever", "model", "nDCG@3", "Δ vs raw [95% CI]",
-                            "query words", "modified", "training scale"], rows))
-    verdicts = [f"{r.dataset} / {r.retriever}: RL-QR {verdict(r.lo, r.hi)} the raw query"
-                for _, r in trained.iterrows()]
-    out.append("\n\n" + "; ".join(verdicts) + ". The paper trains Qwen3-4B to 14B on GPUs; "
-               "here a 0.5B policy or smaller on 2 CPU cores (the scale column says how much).")
-    return "".join(out) + "\n"
-
-
-def _sql(d: Doc) -> str:
-    """DeepRetrieval's SQL database search (notebook 13): Table 3's rows on Spider dev's
-    held-out databases, each against zero-shot by column of ``13_comparisons``. Empty until
-    13 has run in this profile (the gaps section then names it)."""
-    if not (d.has("13_sql_results") and d.has("13_comparisons")):
-        return ""
-    res = d.t("13_sql_results")
-    cmp = check_comparisons(d.t("13_comparisons"), "13_comparisons").set_index("method")
-    split = d.t("13_split").set_index("part") if d.has("13_split") else None
-    head = (f"## DeepRetrieval's SQL database search (notebook 13: "
-            f"{_cite('13_split', '13_sql_results', '13_comparisons')})\n\n")
-    where = ""
-    if split is not None:
-        where = (f"Spider dev split by database: {int(split.loc['train', 'databases'])} training "
-                 f"databases ({int(split.loc['train', 'used'])} training questions used) and "
-                 f"{int(split.loc['test', 'databases'])} test databases "
-                 f"({int(split.loc['test', 'used'])} test questions). ")
-    rows = []
-    for _, r in res.iterrows():
-        c = cmp.loc[r.model] if r.model in cmp.index else None
-        rows.append([r.model, d.n(r["execution accuracy"]),
-                     " / ".join(d.n(r[lv], ".2f") if r[lv] == r[lv] else "–"
-                                for lv in ("easy", "medium", "hard", "extra")),
-                     d.interval(c["diff"], c.lo, c.hi) if c is not None else "–", d.scale(r)])
-    table = _md_table(["row", "execution accuracy", "easy / medium / hard / extra",
-                       "Δ vs zero-shot (nothink) [95% CI]", "training scale"], rows)
-    trained = cmp[cmp["kind"] == "trained"]
-    tail = "".join(f" {m} {verdict(r.lo, r.hi)} zero-shot without reasoning."
-                   for m, r in trained.iterrows())
-    return (head + where + "Execution accuracy as Spider's evaluation defines it, per Spider "
-            "hardness level; every generated statement ran in the read-only, time-limited "
-            "sandbox.\n\n" + table + "\n\n" + tail.strip() + "\n")
-
-
-def _audit(d: Doc) -> str:
-    """DeepRetrieval's published BM25 baselines against Lucene with and without the
-    released code's query prefix (notebook 11), and evidence-seeking H@N of the raw question."""
-    if not d.has("11_baseline_audit"):
-        return ""
-    a = d.t("11_baseline_audit")
-    out = [f"## DeepRetrieval beyond BEIR (notebook 11: {_cite('11_baseline_audit')})\n"]
-    if "Lucene contents:" in a.columns:
-        rows = [[r.dataset, d.n(r["published BM25"]), d.n(r["Lucene plain"]),
-                 d.n(r["Lucene contents:"]), d.n(r["Lucene contents:, released eval"]),
-                 d.n(r["bm25s"])] for _, r in a.iterrows()]
-        out.append("BM25 nDCG@10 on the test sets: DeepRetrieval Table 2's published baseline, "
-                   "Lucene (Pyserini 0.22.1) with plain queries, with the `contents:` prefix of the "
-                   "released search code (`code/src/Lucene/<dataset>/search.py` in "
-                   "pat-jj/DeepRetrieval), prefix plus the released evaluation, and bm25s:\n\n"
-                   + _md_table(["dataset", "published", "Lucene plain", "Lucene contents:",
-                                "contents: + released eval", "bm25s"], rows)
-                   + "\n\nA finding about released code, not a claim about intent: the prefix "
-                     "reproduces the low published NFCorpus baseline; see notebook 11 for what it "
-                     "does and does not explain.")
-    else:
-        out.append("Lucene (Pyserini) was not installed in this run; bm25s nDCG@10: "
-                   + ", ".join(f"{r.dataset} {d.n(r['bm25s'])}" for _, r in a.iterrows()) + ".")
-    try:
-        e = d.t("11_evidence_raw")
-        ours = e[e.source.str.startswith("ours")]
-        out.append("\n\nEvidence-seeking retrieval (`11_evidence_raw.md`): the raw question with "
-                   "bm25s finds a passage containing the answer within the top 1 / 5 / 20 for "
-                   + "; ".join(f"{r.source.split(': ')[1].split(' ')[0]} "
-                               f"{d.n(r['H@1'])} / {d.n(r['H@5'])} / {d.n(r['H@20'])}"
-                               for _, r in ours.iterrows())
-                   + " of the span-answerable test questions (pooled corpora, not the paper's "
-                     "21M passages).")
-    except QrlibError:
-        pass
-    return "\n".join(out) + "\n"
 
 
 def fresh_timings(d: Doc) -> tuple[Any, list[str]]:
@@ -797,7 +279,7 @@ def _timings(d: Doc) -> str:
     return (f"## Wall time of the `{d.profile}` profile (`run_timings.md`)\n\n"
             "The last run of each notebook, as measured by the runner "
             f"(`tables/{d.profile}/manifest.json`), each from its own run:\n\n"
-            + _md_table(["notebook", "state", "commit", "wall time (s)", "peak memory (GB)",
+            + md_table(["notebook", "state", "commit", "wall time (s)", "peak memory (GB)",
                          "trainings found done in runs/ (last run from scratch)"], rows)
             + "\n\n"
             f"The fresh notebooks of `make reproduce` took **{d.n(total / 60, '.1f', derived='run_timings: sum(wall_s of fresh) / 60')} min** "
@@ -944,71 +426,6 @@ def _other_tables(d: Doc) -> str:
             + ", ".join(f"`{t}.md`" for t in rest) + ".\n")
 
 
-def _comparisons_section(d: Doc, table: str, title: str, intro: str, *,
-                         metrics: tuple[str, ...] | None = None,
-                         baseline_kind: str = "baseline") -> str:
-    """A section that lists one notebook's comparison table by column (``qrlib.eval.compare``
-    schema): every method against its baselines of ``baseline_kind`` (the raw query by
-    default), the interval, verdict and training scale. Empty until the notebook has run
-    in this profile."""
-    if not d.has(table):
-        return ""
-    cmp = select(check_comparisons(d.t(table), table), **{"baseline kind": baseline_kind})
-    if metrics is not None:
-        cmp = cmp[cmp.metric.isin(metrics)]
-    raw = baseline_kind == "baseline"
-    rows = [[r.dataset, r.retriever, r.metric, r.method]
-            + ([] if raw else [r.baseline])
-            + [d.n(r.score), d.n(r["baseline score"]), d.interval(r["diff"], r.lo, r.hi),
-               verdict(r.lo, r.hi), d.scale(r)]
-            for _, r in cmp.iterrows()]
-    head = (["test set", "retriever", "metric", "method"] + ([] if raw else ["against"])
-            + ["score", "raw" if raw else "its score", "Δ [95% CI]",
-               "vs raw" if raw else "verdict", "training scale"])
-    return f"## {title} ({_cite(table)})\n\n{intro}\n\n" + _md_table(head, rows) + "\n"
-
-
-def _acqo_transfer(d: Doc) -> str:
-    """ACQO without retraining (notebook 16): out of domain, cross-retriever, a reader."""
-    return _comparisons_section(
-        d, "16_comparisons", "ACQO out of domain, across retrievers and end to end (notebook 16)",
-        "07's adapters on each test set (out of domain where 06 did not train on it), searched "
-        "with each retriever, and a local reader's EM / F1 from each row's top passages (ACQO "
-        "Table 10's setting); every row minus the raw question, 95% paired bootstrap.")
-
-
-def _evidence(d: Doc) -> str:
-    """DeepRetrieval's evidence seeking with trained rewriters (notebook 17)."""
-    return _comparisons_section(
-        d, "17_comparisons", "DeepRetrieval evidence seeking, trained (notebook 17)",
-        "H@N of each rewriter's rewrite and of the rewrite with its injected answer strings "
-        "removed (App. E, string match) against the raw question; `17_evidence.md` has the "
-        "injection rates.")
-
-
-def _acqo_ablation(d: Doc) -> str:
-    """ACQO Table 5 (notebook 18): ACQO against each row with one component removed."""
-    return _comparisons_section(
-        d, "18_comparisons", "ACQO's ablation, Table 5 (notebook 18)",
-        "ACQO (Stage I + II, RSF) minus each row with one component removed, on 07's test "
-        "questions: RRF instead of RSF (retrained; `18_ablation.md` names the reading), no "
-        "Stage II (06's adapter), no decomposition (12's single-query RL); a positive Δ says "
-        "the component helped. `18_vs_paper.md` sets the differences beside Table 5's.",
-        baseline_kind="trained")
-
-
-def _prompting(d: Doc) -> str:
-    """The training-free rows every RL row is measured against (notebook 19)."""
-    return _comparisons_section(
-        d, "19_comparisons", "Prompting baselines without training (notebook 19)",
-        "The untrained policy used without RL (Xu et al., `arXiv:2510.17139`): SPQE's "
-        "pseudo-document expansion in three readings (`spqe` q + d, `spqe-q2d` the query "
-        "five times + d, `pseudo-doc` d alone) and the best of its rewriting prompts "
-        "(chosen on training queries; `19_prompt_selection.md`), each against the raw query "
-        "on the whole test split; a trained row is worth its training only where it beats "
-        "these too.")
-
-
 def _scoreboard(d: Doc) -> str:
     """The papers' claims against this profile's tables (qrlib.workbook.scoreboard); the
     tables it reads are cited, the papers whose numbers it quotes registered."""
@@ -1020,14 +437,26 @@ def _scoreboard(d: Doc) -> str:
     return scoreboard.render(d.profile, d.root)
 
 
-SECTIONS: list[tuple[str, Callable[[Doc], str]]] = [
-    ("scoreboard", _scoreboard),
-    ("baselines", _baselines), ("fusion", _fusion), ("rewards", _rewards),
-    ("bandits", _bandits), ("rl", _rl), ("acqo", _acqo),
-    ("acqo transfer", _acqo_transfer), ("acqo ablation", _acqo_ablation), ("sage", _sage), ("rl-qr", _rlqr),
-    ("beyond BEIR", _audit), ("sql", _sql), ("evidence", _evidence),
-    ("prompting", _prompting), ("timings", _timings), ("gaps", _gaps),
-    ("other tables", _other_tables)]
+SHARED_SECTIONS: list[Section] = [
+    (10, "scoreboard", _scoreboard), (20, "baselines", _baselines), (40, "rewards", _rewards),
+    (160, "timings", _timings), (170, "gaps", _gaps), (180, "other tables", _other_tables)]
+
+
+def sections() -> list[Section]:
+    """The shared sections and every registered paper's (the ``SECTIONS`` of each module of
+    the entry-point group :data:`GROUP`), sorted by their order numbers."""
+    found = list(SHARED_SECTIONS)
+    for name, module in paper_entries(group=GROUP).items():
+        try:
+            found += importlib.import_module(module).SECTIONS
+        except (ImportError, AttributeError) as exc:
+            raise QrlibError(f"entry point {name} = {module} of group {GROUP!r} has no "
+                             f"sections ({exc})") from None
+    orders = [order for order, _, _ in found]
+    if len(set(orders)) != len(orders):
+        twice = sorted({o for o in orders if orders.count(o) > 1})
+        raise QrlibError(f"RESULTS.md sections share an order number: {twice}")
+    return sorted(found, key=lambda s: s[0])
 
 
 def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]:
@@ -1041,7 +470,7 @@ def render(profile: str = "cpu", *, root: Path | None = None) -> tuple[str, Doc]
         d.status = {s.notebook: s for s in profile_status(prof_path, d.root, note_uncommitted=False)}
         d.long = long_notebooks(load_profile(prof_path, validate=False))
     out = [_intro(d)]
-    for name, fn in SECTIONS:
+    for _, name, fn in sections():
         try:
             before = len(d.cited)
             text = fn(d)
