@@ -1,6 +1,6 @@
 """Memory a closed vLLM engine keeps: the reference (close only) vs forgetting vLLM's reload records.
 
-Measured leak (issue 26; it sent 13 and 14 out of memory): a ``qrlib.generation.engine``
+Measured leak (it sent 13 and 14 out of memory): a ``qrlib.generation.engine``
 engine that received a weight push (``engine_for`` / ``Engine.load_weights``, vLLM's
 ``reload_weights``) is not given back when it is closed, about 3.5 GiB per engine for
 Qwen2.5-Coder-0.5B in fp32. The cause is in vLLM's layerwise reloading

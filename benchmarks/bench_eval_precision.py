@@ -1,4 +1,4 @@
-"""Does the evaluation path keep what training changed? (issue 23, item 4)
+"""Does the evaluation path keep what training changed?
 
 A LoRA update is small: B·A is about 1e-5 per weight after a few steps, while bf16 resolves
 about 1e-4 at |w| = 0.03. Merging the adapter into fp32 weights keeps it; decoding the merged

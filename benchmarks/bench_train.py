@@ -8,23 +8,23 @@ reward (parse + batched retrieval + scoring) and in the rest (log-probs, KL, bac
 optimiser), and the speed-up over the first (reference) setting measured in the same run.
 
 Settings (``--variants``, comma-separated):
-  ref      what qrlib trained with until session 5: fp32, GRPO preset (KL beta 0.001: one
+  ref      what qrlib trained with before the engine work: fp32, GRPO preset (KL beta 0.001: one
            reference pass with the LoRA adapter disabled), TRL's default gradient
            checkpointing, LoRA dropout 0.05
   nockpt   as ref without gradient checkpointing (no recomputed activations)
   autocast as nockpt with generation and the log-prob/loss passes under bf16 autocast
   nodrop   as nockpt with LoRA dropout 0 (fp32)
-  default  the engine's CPU default since session 5: no checkpointing, LoRA dropout 0, bf16
+  default  the engine's CPU default now: no checkpointing, LoRA dropout 0, bf16
            autocast where the CPU has native bf16 matmul (AMX / AVX512-BF16), GRPO preset
   new      as default with the DAPO preset (beta 0: no reference pass)
   hf       = new: rollouts from transformers ``generate``, TRL's log-prob pass over every
-           prompt + completion (issue 23's reference)
+           prompt + completion (the reference)
   hf-shared as hf with each group's prompt run once in the log-prob passes
-           (qrlib.rl.sharedprefix; TrainConfig.shared_prompt_pass, the default since issue 23)
+           (qrlib.rl.sharedprefix; TrainConfig.shared_prompt_pass, the default)
   vllm-unshared  as hf with rollouts from the in-process vLLM engine (bf16; TRL colocate
            mode with qrlib's weight push, qrlib.generation.engine). Engine start is reported apart
            ("setup": wall time outside the measured steps, model load included)
-  vllm     vLLM rollouts and the shared-prompt pass (the default since issue 23)
+  vllm     vLLM rollouts and the shared-prompt pass (the default)
   vllm-nois as vllm without TRL's importance-sampling correction (saves the no-grad
            forward pass that computes the learner's log-probs of every rollout)
   vllm-preload as vllm, its process started with tcmalloc and Intel OpenMP in LD_PRELOAD

@@ -1,5 +1,5 @@
 """``make gpu-bundle``: everything the GPU check (``benchmarks/gpu_check.sh``) needs that the
-lent GPU machine lacks, in one ignored folder that travels with the call (issue 43 item 3).
+lent GPU machine lacks, in one ignored folder that travels with the call.
 
 The machine has no network, Python 3.12 with torch, transformers, peft, accelerate,
 sentence-transformers (:data:`IMAGE_HAS`, as the device tool's KINDS.md lists the image);

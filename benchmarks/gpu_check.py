@@ -1,4 +1,4 @@
-"""The GPU check's stages (issue 43 item 3); ``benchmarks/gpu_check.sh`` runs them in order.
+"""The GPU check's stages; ``benchmarks/gpu_check.sh`` runs them in order.
 
 Quality is not measurable this way: no policy weights travel to the GPU machine (the
 offline GGUFs are 98-491 MB, one call carries 64 MiB), so every model here is the **real

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 43 item 3): one command, at most 8 minutes, at most 8 small files
+# The GPU check: one command, at most 8 minutes, at most 8 small files
 # in $OUT (versions.json, stages.csv, unit_tests.txt, grpo.json, grpo_log.csv,
 # throughput.csv, summary.md, check.log).
 #

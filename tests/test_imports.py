@@ -20,8 +20,8 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 # qrlib.workbook, bottom layer first: a module imports only the ones before it
-WORKBOOK_LAYERS = ["preload", "profiles", "extras", "freshness", "publish", "scoreboard", "results",
-                   "runner"]
+WORKBOOK_LAYERS = ["preload", "profiles", "extras", "noise", "freshness", "publish", "scoreboard",
+                   "findings", "resultsdoc", "results", "runner"]
 
 
 # --------------------------------------------------------------------------- the graph

@@ -1,4 +1,4 @@
-"""Typed records that notebooks pass to each other (issue 25 item 3).
+"""Typed records that notebooks pass to each other.
 
 A record is a frozen dataclass one notebook saves with :func:`save_record` and a later
 notebook loads with :func:`load_record`, which checks the file against the dataclass's

@@ -1,4 +1,4 @@
-"""One comparison schema: a method against a baseline on the same test queries (issue 25).
+"""One comparison schema: a method against a baseline on the same test queries.
 
 Every "rewrite vs raw query" result of the workbook is one row of the same shape, built by
 :func:`compare` from two per-query score mappings and saved as a notebook's

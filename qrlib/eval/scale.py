@@ -1,4 +1,4 @@
-"""The training scale behind a result row (issue 24, item 5).
+"""The training scale behind a result row.
 
 Every trained row of the workbook says how much training produced it, read from the runs'
 own per-step logs (:func:`log_scale`), never from the requested settings:
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 # Below this many optimizer steps a training run is a plumbing check, not a result (the
-# developers' guide; issue 24 asks for at least 60 steps of at least 2 questions x 8 rollouts).
+# developers' guide asks for at least 60 steps of at least 2 questions x 8 rollouts).
 PLUMBING_STEPS = 60
 SCALE_COLUMNS = ("policy", "RL steps", "SFT steps", "train queries", "rollouts", "train min",
                  "test queries")

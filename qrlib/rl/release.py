@@ -1,6 +1,6 @@
 """Give a finished training's memory back before the next one in the same process.
 
-Measured (issue 26, notebook 13 at ``cpu``): after ``train()`` returns, a 0.5B GRPO run
+Measured (notebook 13 at ``cpu``): after ``train()`` returns, a 0.5B GRPO run
 with vLLM rollouts still holds about 10.7 GiB in the process, and ``gc.collect()`` frees
 none of it. Two causes:
 

@@ -84,7 +84,7 @@ def fill_prefill(prefill: str, row: Mapping[str, Any]) -> str:
     """The assistant-turn prefill of one row: ``{field}`` placeholders naming a row column
     become that column's value, escaped as JSON string content (prefills open a JSON
     answer, e.g. ``{"query": "{question}%%`` makes the question the first sub-query and
-    leaves the model to decide whether and what to add; issue 24). Other braces stay."""
+    leaves the model to decide whether and what to add). Other braces stay."""
     if "{" not in prefill:
         return prefill
     return _FIELD.sub(lambda m: (json.dumps(str(row[m.group(1)]), ensure_ascii=False)[1:-1]

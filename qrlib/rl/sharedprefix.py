@@ -1,4 +1,4 @@
-"""Log-probabilities of GRPO rollouts with each group's prompt computed once (issue 23 item 6).
+"""Log-probabilities of GRPO rollouts with each group's prompt computed once.
 
 The G rollouts of a GRPO group share their prompt token for token. TRL's log-prob pass runs
 the backbone over ``G x (prompt + completion)`` tokens; here each distinct prompt runs once

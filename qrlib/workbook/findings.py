@@ -18,6 +18,7 @@ from typing import Any
 from qrlib.core.io import REPO_ROOT
 from qrlib.eval.scale import PLUMBING_STEPS
 from qrlib.eval.stats import fmt_interval, verdict
+from qrlib.workbook import scoreboard
 
 __all__ = ["what_we_found", "row_sentence", "scoreboard_sentence"]
 
@@ -70,8 +71,6 @@ def scoreboard_sentence(notebook: str, tables_dir: str | Path,
                         root: str | Path = REPO_ROOT) -> str:
     """``"Scoreboard: acqo-beats-raw not held, acqo-rsf-helps held."`` for the claims whose
     rows this notebook writes ("" when it feeds none)."""
-    from qrlib.workbook import scoreboard
-
     found = [scoreboard.verdict_of(c, Path(tables_dir))
              for c in scoreboard.load_claims(Path(root)) if c.notebook == notebook]
     if not found:

@@ -42,7 +42,7 @@ GROUP = "qrlib.results"
 
 
 # ---------------------------------------------------------------------------- numbers
-# References that contain digits but are not results (Table 4, Eq. 1-2, issue 10, ...)
+# References that contain digits but are not results (Table 4, Eq. 1-2, notebook 10, ...)
 _STRUCTURAL = re.compile(
     r"(?:\b(?:issues?|notebooks?|Tables?|Eqs?\.|Figures?|Figs?\.|Sec\.|Secs\.|Alg\.|Algorithms?|"
     r"App\.|Appendix|Algorithm)\s+[A-Z]?\d+(?:\.\d+)?[a-z]?"
@@ -372,18 +372,18 @@ def _provenance(d: Doc, tables: list[str]) -> str:
 
 GAPS = [  # (what, where it will be run, table-name prefixes of its notebooks)
     ("ACQO's decomposing rewriter trained with the two-stage curriculum, and its rows of "
-     "ACQO Tables 3 and 6", "issue 10, notebooks 06-07", ("07_acqo_results",)),
+     "ACQO Tables 3 and 6", "notebooks 06-07", ("07_acqo_results",)),
     ("SAGE's strategy-guided training (Direct, SCS, CRS against unguided RL)",
-     "issue 26, notebook 08", ("08_sage", "08_best_of_n")),
-    ("SAGE's exploration ablation (Table 3)", "issue 26, notebook 15", ("15_",)),
-    ("RL-QR's annotation-free training on synthesised queries", "issue 26, notebook 14",
+     "notebook 08", ("08_sage", "08_best_of_n")),
+    ("SAGE's exploration ablation (Table 3)", "notebook 15", ("15_",)),
+    ("RL-QR's annotation-free training on synthesised queries", "notebook 14",
      ("14_",)),
-    ("DeepRetrieval's SQL database search (Table 3)", "issue 26, notebook 13", ("13_",)),
+    ("DeepRetrieval's SQL database search (Table 3)", "notebook 13", ("13_",)),
     ("DeepRetrieval's evidence-seeking rewriters trained with the answer-rank reward, and "
-     "reasoning vs no reasoning (Fig. 4)", "issue 26, notebook 17", ("17_",)),
-    ("ACQO out of domain, cross-retriever and with a reader (Table 10)", "issue 26, notebook 16",
+     "reasoning vs no reasoning (Fig. 4)", "notebook 17", ("17_",)),
+    ("ACQO out of domain, cross-retriever and with a reader (Table 10)", "notebook 16",
      ("16_",)),
-    ("ACQO's ablation without RSF, Stage II or decomposition (Table 5)", "issue 26, notebook 18",
+    ("ACQO's ablation without RSF, Stage II or decomposition (Table 5)", "notebook 18",
      ("18_",)),
 ]
 

@@ -6,6 +6,6 @@ baselines SAGE compares against: ``dmqr/*``, ``generic/rewrite``), ``formats`` (
 ``rewards`` (SCS, CRS, the direct reward, the copy penalty of Eq. 3). Pipeline modules:
 :mod:`~qrlib.methods.sage.pipeline` (the training variants of Tables 1-3, their data,
 training and test rewriting: notebooks 08 and 15), :mod:`~qrlib.methods.sage.bestofn`
-(best-of-N, Fig. 3) and :mod:`~qrlib.methods.sage.crs` (the CRS readings, issue 26 item 5).
+(best-of-N, Fig. 3) and :mod:`~qrlib.methods.sage.crs` (the CRS readings).
 Published numbers: ``published.yaml``.
 """

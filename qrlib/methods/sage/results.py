@@ -34,7 +34,7 @@ def _sage(d: Doc) -> str:
                f"query; {q} test queries per dataset:\n\n"
                + md_table(["dataset", "retriever", "raw query"]
                            + [f"{f}: 1 / {nmax}" for f in fams], rows))
-    if d.has("08_best_of_n_comparisons"):  # issue 26 item 4: do the families separate?
+    if d.has("08_best_of_n_comparisons"):  # do the families separate?
         fc = select(check_comparisons(d.t("08_best_of_n_comparisons"), "08_best_of_n_comparisons"),
                     **{"baseline kind": "untrained"})
         rows = [[r.dataset, r.retriever, r.method, r.baseline, d.interval(r["diff"], r.lo, r.hi),
@@ -69,7 +69,7 @@ def _sage(d: Doc) -> str:
             out.append(" The paper's ordering (SCS, CRS > Direct > unguided) "
                        + ("holds here with intervals above 0." if holds else
                           "is not shown here: not every one of these intervals lies above 0."))
-    if d.has("08_crs_readings"):  # issue 26 item 5: CRS trains as Direct under GRPO
+    if d.has("08_crs_readings"):  # CRS trains as Direct under GRPO
         crs = d.t("08_crs_readings")
         g = crs[crs["CRS reading"] == "group"]
         other = crs[crs["CRS reading"] != "group"]

@@ -1,0 +1,51 @@
+"""RESULTS.md's paper sections live in the papers' folders and are found through the
+``qrlib.results`` entry-point group (qrlib.workbook.results assembles, names no paper)."""
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+from qrlib.core import registry
+from qrlib.workbook import results
+
+REPO = Path(__file__).resolve().parents[1]
+
+# RESULTS.md's sections, in the order they appear
+EXPECTED = ["scoreboard", "baselines", "fusion", "rewards", "bandits", "rl", "acqo",
+            "acqo transfer", "acqo ablation", "sage", "rl-qr", "beyond BEIR", "sql", "evidence",
+            "prompting", "timings", "gaps", "other tables"]
+
+
+def test_every_results_entry_point_is_a_paper_module_with_sections():
+    entries = registry.pyproject_entries(REPO / "pyproject.toml", group=results.GROUP)
+    papers = registry.pyproject_entries(REPO / "pyproject.toml")
+    assert entries and set(entries) <= set(papers)
+    for name, target in entries.items():
+        assert target == f"qrlib.methods.{name}.results:SECTIONS"
+        assert (REPO / "qrlib" / "methods" / name / "results.py").is_file()
+        sections = importlib.import_module(target.split(":")[0]).SECTIONS
+        assert sections, name
+        for order, title, fn in sections:
+            assert isinstance(order, (int, float)) and isinstance(title, str) and callable(fn)
+
+
+def test_the_shared_results_modules_name_no_paper():
+    names = registry.pyproject_entries(REPO / "pyproject.toml", group=results.GROUP)
+    for path in (REPO / "qrlib" / "workbook" / "results.py",
+                 REPO / "qrlib" / "workbook" / "resultsdoc.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        code = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        code += [n for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                 and isinstance(n.value, str) and n is not tree.body[0].value]  # not the docstring
+        text = " ".join(ast.unparse(n) for n in code)
+        for name in names:
+            assert not re.search(rf"qrlib[./]methods[./]{name}\b", text), (path.name, name)
+
+
+def test_sections_are_assembled_in_results_md_order():
+    found = results.sections()
+    assert [title for _, title, _ in found] == EXPECTED
+    orders = [order for order, _, _ in found]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders)
