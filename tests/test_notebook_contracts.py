@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,10 @@ from qrlib.generation import policy
 from qrlib.generation.contract import DecodingContract
 from qrlib.workbook.profiles import NOTEBOOK_SRC_DIR, notebook_names
 
-TRAINS = re.compile(r"\b(train|rl_after_sft|train_variant|train_rewriter|sft_adapter)\(")
+QRLIB_DIR = Path(__file__).resolve().parents[1] / "qrlib"
+
+TRAINS = re.compile(r"\b(train|rl_after_sft|train_variant|train_rewriter|sft_adapter|train_runs|"
+                    r"train_all)\(")
 DECODERS = {"rewrite_queries", "generate_decompositions", "generate_sql"}
 WRAPPERS = {"decompose", "rewrite_and_score", "evaluate", "rewrite_test"}  # read contracts
 SETTINGS = {"prompt", "prefill", "max_new_tokens", "stop", "fmt"}
@@ -53,6 +57,16 @@ def contract_problems(source: str) -> list[str]:
 def test_every_trained_notebook_decodes_its_test_with_the_training_contract(name):
     source = (NOTEBOOK_SRC_DIR / f"{name}.py").read_text(encoding="utf-8")
     assert contract_problems(source) == []
+
+
+METHOD_MODULES = sorted(str(p.relative_to(QRLIB_DIR)) for p in (QRLIB_DIR / "methods").rglob("*.py"))
+
+
+@pytest.mark.parametrize("module", METHOD_MODULES)
+def test_every_paper_module_that_trains_decodes_with_the_contract(module):
+    """The notebooks' pipelines live in the paper folders (``study.py`` and the like): the
+    same check holds there."""
+    assert contract_problems((QRLIB_DIR / module).read_text(encoding="utf-8")) == []
 
 
 def test_the_check_fails_on_a_notebook_whose_test_decodes_otherwise():

@@ -44,8 +44,14 @@ include_spider = True  # describe Spider dev (text-to-SQL) too
 # subsamples** (not the full HotpotQA/2Wiki dev sets), and several metadata fields are
 # partial or inferred — we show those flags rather than hide them.
 
+# %% [markdown]
+# **What you will see.** The size and judgment depth of each collection (section 2), its
+# query and document lengths, the question types of the multi-hop sets (section 3), what
+# pooling adds to a multi-hop corpus (section 4) and which Spider databases can run offline
+# (section 5). Every table and figure is computed by `qrlib.data.describe`; this page calls
+# it and reads the results.
+
 # %%
-from collections import Counter
 from pathlib import Path
 
 from qrlib import session
@@ -55,15 +61,14 @@ S = session.start("01_data_analysis", run_dir=run_dir, figures_dir=figures_dir,
 run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from qrlib import plots
-from qrlib.data.datasets import load_dataset, load_spider
-from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json, save_table
+from qrlib.data import describe
+from qrlib.data.datasets import load_spider
 
-rng = np.random.default_rng(seed)
 pd.set_option("display.width", 160)
 
 # %% [markdown]
@@ -71,18 +76,11 @@ pd.set_option("display.width", 160)
 #
 # `qrlib.data.datasets.load_dataset(name, split)` looks for the folder in `data_dir`, `$QRLIB_DATA`,
 # `./data`, `../shared/data`, and finally `ir_datasets` (online only). Each split yields a
-# `Dataset` with `corpus`, `queries`, `qrels`, per-query metadata and collection facts.
+# `Dataset` with `corpus`, `queries`, `qrels`, per-query metadata and collection facts. A
+# split a collection lacks is skipped rather than raised.
 
 # %%
-loaded = {}
-for name in datasets:
-    for split in splits:
-        try:
-            loaded[(name, split)] = load_dataset(name, split, data_dir=data_dir)
-        except QrlibError as exc:
-            if "has no split" in str(exc):
-                continue
-            raise
+loaded = describe.load_splits(datasets, splits, data_dir)
 for (name, split), ds in loaded.items():
     print(f"{name:22s} {split:5s} {ds!r}")
 
@@ -91,47 +89,16 @@ for (name, split), ds in loaded.items():
 #
 # *Judged per query* counts every qrels line (any grade); *relevant per query* counts grades
 # above zero. Query length is in whitespace words of the raw query; document length in words
-# of `title + text` (the string both BM25 and the encoder see).
+# of `title + text` (the string both BM25 and the encoder see). For a query $q$ with qrels
+# $J_q$ (document $\to$ grade), judged per query is the mean of $|J_q|$ and relevant per
+# query the mean of $|\{d : J_q(d) > 0\}|$. Document lengths come from up to
+# `max_docs_for_lengths` documents sampled once per corpus.
 
 # %%
-def words(s: str) -> int:
-    return len(s.split())
-
-
-def sample_ids(ids, n):
-    ids = sorted(ids)
-    if n is None or n >= len(ids):
-        return ids
-    return [ids[i] for i in rng.choice(len(ids), size=n, replace=False)]
-
-
-rows, qlen_rows, dlen_rows = [], [], []
-doc_len_cache = {}
-for (name, split), ds in loaded.items():
-    judged = [len(r) for r in ds.qrels.values()]
-    rel = [sum(v > 0 for v in r.values()) for r in ds.qrels.values()]
-    grades = Counter(v for r in ds.qrels.values() for v in r.values())
-    qlens = [words(t) for t in ds.queries.values()]
-    if name not in doc_len_cache:
-        doc_len_cache[name] = [words(ds.doc_text(d)) for d in sample_ids(ds.corpus, max_docs_for_lengths)]
-    dl = doc_len_cache[name]
-    rows.append({"dataset": name, "split": split, "docs": len(ds.corpus), "queries": len(ds.queries),
-                 "qrels": sum(judged), "judged/query": np.mean(judged),
-                 "relevant/query": np.mean(rel), "max judged": max(judged),
-                 "grades": " ".join(f"{g}:{c}" for g, c in sorted(grades.items())),
-                 "query words (mean)": np.mean(qlens), "query words (max)": max(qlens),
-                 "doc words (mean)": np.mean(dl), "doc words (median)": np.median(dl)})
-    qlen_rows += [{"dataset": name, "split": split, "words": n} for n in qlens]
-    if split == splits[-1] or (name, splits[-1]) not in loaded:
-        dlen_rows += [{"dataset": name, "words": n} for n in dl]
-stats = pd.DataFrame(rows)
+stats, qlens, dlens = describe.dataset_stats(loaded, splits, max_docs_for_lengths, seed)
 save_table(stats, "01_dataset_stats", tables_dir,
            caption=f"Collections used in the workbook (profile {profile}). Doc lengths from up "
                    f"to {max_docs_for_lengths} sampled docs per corpus.")
-for r in stats.to_dict("records"):
-    record(f"{r['dataset']}.{r['split']}.queries", r["queries"])
-    record(f"{r['dataset']}.{r['split']}.relevant_per_query", r["relevant/query"])
-    record(f"{r['dataset']}.docs", r["docs"])
 stats.round(2)
 
 # %% [markdown]
@@ -139,21 +106,13 @@ stats.round(2)
 # claim; NFCorpus has dozens of judged documents per query with two grades (2 = directly
 # cited, 1 = indirectly), so its nDCG rewards getting many documents roughly right. The multi-hop sets have exactly two (HotpotQA) or two to four
 # (2Wiki) gold paragraphs per question.
+#
+# The lengths next: expect short keyword queries for NFCorpus, sentence-long claims for
+# SciFact and long multi-hop questions, and short Wikipedia paragraphs against abstracts of
+# about two hundred words.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-q = pd.DataFrame(qlen_rows)
-d = pd.DataFrame(dlen_rows)
-import seaborn as sns
-
-sns.boxplot(data=q, x="words", y="dataset", hue="split", ax=axes[0], showfliers=False)
-axes[0].set(title="Query length", xlabel="query length (words)", ylabel="collection")
-plots.legend_outside(axes[0], where="below", title="split")
-sns.boxplot(data=d, x="words", y="dataset", ax=axes[1], showfliers=False, color="C2")
-axes[1].set_xscale("log")
-axes[1].set(title="Document length (title + text)", xlabel="document length (words, log scale)",
-            ylabel="")
-fig.tight_layout()
+fig = describe.plot_lengths(qlens, dlens)
 plots.save_figure(fig, "01_lengths", figures_dir, profile=profile,
                   setting=f"up to {max_docs_for_lengths} sampled docs per corpus",
                   caption="Query and document lengths per collection (outliers hidden). "
@@ -172,27 +131,12 @@ plt.show()
 # questions, so we report it next to every hotpotqa-large number.
 
 # %%
-hp_rows = []
-for name in [n for n in datasets if n.startswith("hotpotqa")]:
-    for split in splits:
-        ds = loaded.get((name, split))
-        if ds is None:
-            continue
-        for qid, m in ds.query_meta.items():
-            hp_rows.append({"dataset": name, "split": split, "type": m.get("type") or "unknown",
-                            "level": m.get("level") or "unknown",
-                            "label source": m.get("type_level_source") or "",
-                            "context": m.get("context_setting", "distractor"),
-                            "hotpot split": m.get("hotpot_split", "dev")})
-hp = pd.DataFrame(hp_rows)
+hp = describe.hotpot_questions(loaded, datasets, splits)
 if len(hp):
-    hp_types = (hp.groupby(["dataset", "split", "type", "level"]).size()
-                .rename("questions").reset_index())
+    hp_types, hp_ctx = describe.hotpot_tables(hp)
     save_table(hp_types, "01_hotpotqa_types", tables_dir,
                caption="HotpotQA question type x level per split ('unknown': no label in the "
                        "source; levels of those are inferred 'hard').")
-    hp_ctx = (hp.groupby(["dataset", "context", "hotpot split"]).size().rename("questions")
-              .reset_index())
     save_table(hp_ctx, "01_hotpotqa_context", tables_dir,
                caption="Context setting and original HotpotQA split of the pooled questions "
                        "(fullwiki_top10 = both golds already in TF-IDF's top 10: easier).")
@@ -206,40 +150,20 @@ if len(hp):
 # labelled sample happens only for that type).
 
 # %%
-tw_rows = []
-for split in splits:
-    ds = loaded.get(("2wikimultihopqa-mini", split))
-    if ds is None:
-        continue
-    for qid, m in ds.query_meta.items():
-        tw_rows.append({"split": split, "type": m.get("type") or "unknown",
-                        "type source": m.get("type_source") or "label" if m.get("type") else "none",
-                        "gold paragraphs": m.get("num_supporting") or len(ds.qrels[qid])})
-tw = pd.DataFrame(tw_rows)
+tw = describe.twowiki_questions(loaded, splits)
 if len(tw):
-    tw_types = tw.groupby(["split", "type", "type source", "gold paragraphs"]).size() \
-        .rename("questions").reset_index()
+    tw_types = describe.twowiki_types(tw)
     save_table(tw_types, "01_2wiki_types", tables_dir,
                caption="2WikiMultihopQA-mini question types (unknown for the HippoRAG-only "
                        "questions) and number of gold paragraphs.")
     display(tw_types)
 
+# %% [markdown]
+# The two type distributions side by side, as counts of questions.
+
 # %%
 if len(hp) or len(tw):
-    fig, axes = plt.subplots(2, 1, figsize=(9, 6.4))
-    if len(hp):
-        ct = hp[hp.split == "test"].groupby(["dataset", "type"]).size().unstack(fill_value=0)
-        ct.plot.barh(stacked=True, ax=axes[0])
-        axes[0].set(title="HotpotQA test questions by type", xlabel="questions (count)",
-                    ylabel="collection")
-        plots.legend_outside(axes[0], title="type")
-    if len(tw):
-        ct2 = tw.groupby(["split", "type"]).size().unstack(fill_value=0)
-        ct2.plot.barh(stacked=True, ax=axes[1])
-        axes[1].set(title="2WikiMultihopQA-mini questions by type", xlabel="questions (count)",
-                    ylabel="split")
-        plots.legend_outside(axes[1], title="type")
-    fig.tight_layout()
+    fig = describe.plot_multihop_types(hp, tw)
     plots.save_figure(fig, "01_multihop_types", figures_dir, profile=profile,
                       setting="offline multi-hop subsamples",
                       caption="Question types of the multi-hop subsamples ('unknown' = no label "
@@ -255,25 +179,17 @@ if len(hp) or len(tw):
 # other Wikipedia-paragraph sets adds distractors and makes retrieval harder, closer to an
 # open corpus. Ids are namespaced (`hp_`/`2w_` + sha1 of the title), so pooling cannot
 # collide; hotpotqa-large is a superset of hotpotqa-mini with identical ids and texts, which
-# `qrlib.data.datasets` checks while merging.
+# `qrlib.data.datasets` checks while merging. Expect the judged fraction of the corpus to
+# fall as the pool grows: the same gold paragraphs among more distractors.
 
 # %%
 pool_rows = []
 if pooled_base:
-    base = load_dataset(pooled_base, "test", data_dir=data_dir)
-    pooled = load_dataset(pooled_base, "test", data_dir=data_dir, extra_corpora=pooled_extra)
-    for label_, ds in (("own corpus", base), ("pooled corpus", pooled)):
-        judged_all = {d for r in ds.qrels.values() for d in r}
-        pool_rows.append({"corpus": f"{pooled_base} {label_}", "docs": len(ds.corpus),
-                          "test queries": len(ds.queries),
-                          "judged docs (all test queries)": len(judged_all),
-                          "judged fraction": len(judged_all) / len(ds.corpus),
-                          "judged per query": np.mean([len(r) for r in ds.qrels.values()]),
-                          "docs per judged doc": len(ds.corpus) / max(len(judged_all), 1)})
+    pool_rows, shared_ids = describe.pooled_corpus(pooled_base, pooled_extra, data_dir)
     pool = pd.DataFrame(pool_rows)
     save_table(pool, "01_pooled_corpus", tables_dir,
                caption=f"{pooled_base} alone and pooled with {', '.join(pooled_extra)} as extra "
-                       f"distractors (shared ids: {pooled.meta.get('extra_corpora_shared_ids')}).")
+                       f"distractors (shared ids: {shared_ids}).")
     display(pool.round(3))
 
 # %% [markdown]
@@ -287,28 +203,13 @@ if pooled_base:
 if include_spider:
     sp = load_spider(data_dir)
     print({k: v for k, v in sp.meta.items() if k != "source"})  # the data folder stays out
-    per_db = (pd.DataFrame(sp.examples).groupby("db_id").size().rename("questions").to_frame())
-    for db, n in sp.skipped.items():
-        per_db.loc[db, "questions"] = n
-    per_db["sqlite present"] = [db in sp.db_paths for db in per_db.index]
-    per_db["tables"] = [len(sp.schemas[db]["tables"]) for db in per_db.index]
-    per_db = per_db.sort_values("questions", ascending=False).reset_index()
+    per_db = describe.spider_per_db(sp)
     save_table(per_db, "01_spider_dbs", tables_dir,
                caption=f"Spider dev questions per database; {sum(sp.skipped.values())} questions "
                        f"on missing databases ({', '.join(sp.meta['missing_databases'])}) are "
                        "skipped.")
-    fig, ax = plt.subplots(figsize=(8, 5))
-    colors = ["C3" if not p else "C0" for p in per_db["sqlite present"]]
-    ax.barh(per_db["db_id"], per_db["questions"], color=colors)
-    ax.invert_yaxis()
-    ax.set_xlabel("questions (count)")
-    ax.set_ylabel("database")
-    ax.set_title("Spider dev: questions per database (red: SQLite file missing)")
-    fig.tight_layout()
-    record("spider.questions_usable", int(per_db.loc[per_db["sqlite present"], "questions"].sum()))
-    record("spider.questions_skipped", int(sum(sp.skipped.values())))
-    plots.save_figure(fig, "01_spider_dbs", figures_dir, profile=profile,
-                      setting="Spider dev, 20 databases",
+    plots.save_figure(describe.plot_spider_dbs(per_db), "01_spider_dbs", figures_dir,
+                      profile=profile, setting="Spider dev, 20 databases",
                       caption="Spider dev questions per database; the red bar (wta_1) cannot "
                               "be executed offline.")
     plt.show()
@@ -332,22 +233,19 @@ print("wrote", Path(run_dir) / "data_summary.json")
 # the text changes with the data.
 
 # %%
-from IPython.display import Markdown
+display(Markdown(describe.findings(stats, pool_rows, pooled_base,
+                                   per_db if include_spider else None,
+                                   sp if include_spider else None)))
 
-test = stats[stats.split == "test"].set_index("dataset")
-lines = []
-for name, r in test.iterrows():
-    lines.append(f"- **{name}**: {r['docs']:,} documents, {r['queries']:,} test queries, "
-                 f"{r['relevant/query']:.2f} relevant documents per query "
-                 f"(up to {r['max judged']}), queries of {r['query words (mean)']:.1f} words on "
-                 f"average, documents of {r['doc words (median)']:.0f} words (median).")
-if pool_rows:
-    own, big = pool_rows[0], pool_rows[-1]
-    lines.append(f"- Pooling the other Wikipedia sets into {pooled_base} grows its corpus from "
-                 f"{own['docs']:,} to {big['docs']:,} documents; judged documents then make up "
-                 f"{big['judged fraction']:.1%} of it instead of {own['judged fraction']:.1%}.")
-if include_spider:
-    lines.append(f"- Spider dev: {int(per_db.loc[per_db['sqlite present'], 'questions'].sum()):,} "
-                 f"questions can be executed; {sum(sp.skipped.values())} are on the missing "
-                 f"database(s) {', '.join(sp.meta['missing_databases'])}.")
-display(Markdown("\n".join(lines)))
+# %% [markdown]
+# **Questions.** Which collection would you expect a reward on the top-10 ranks to find
+# easiest to improve, and why? What does the judged fraction of the pooled corpus say about
+# how often a random distractor can be mistaken for a gold paragraph?
+#
+# The last cell records the key numbers the smoke tests read (`qrlib.eval.record`); it
+# prints nothing and can be skipped.
+
+# %%
+for key, value in describe.key_numbers(stats, per_db if include_spider else None,
+                                       sp.skipped if include_spider else None).items():
+    record(key, value)

@@ -71,8 +71,14 @@ ranx_crosscheck = True  # recompute the baseline metrics with ranx (numba; ~30 s
 #
 # Metrics come from `ir-measures`: nDCG@10, R@100, MAP@10 (`AP@10`) and MRR@10 (`RR@10`).
 
+# %% [markdown]
+# **What you will see.** The raw-query nDCG@10 of every collection under three retrievers,
+# next to published values (section 3); a second evaluator agreeing to floating-point
+# precision; the two BM25 engines agreeing on most of their top-10 while one is many times
+# faster (sections 4-5); and how much of the exact dense top-10 an HNSW index recovers
+# (section 6). The steps live in `qrlib.retrieval.study`.
+
 # %%
-import time
 from pathlib import Path
 
 from qrlib import session
@@ -82,17 +88,13 @@ S = session.start("02_index_build", run_dir=run_dir, figures_dir=figures_dir, ta
 run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from qrlib import plots
-from qrlib.retrieval.baseline import baseline_dir, run_baseline, save_baseline
-from qrlib.data.datasets import load_dataset, subset
-from qrlib.eval import published
-from qrlib.eval.agreement import same_top1, top_k_overlap
-from qrlib.eval.metrics import evaluate, label
-from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
+from qrlib.retrieval import study
+from qrlib.retrieval.baseline import baseline_dir
 
 cache_root = Path(cache_dir) if cache_dir else shared_cache()
 bm25_params = {"k1": bm25_k1, "b": bm25_b, "stemmer": stemmer, "stopwords": stopwords}
@@ -108,17 +110,9 @@ print("cache:", cache_root)
 # whole corpora. A pooled collection adds the other Wikipedia-paragraph sets as distractors.
 
 # %%
-collections = {}
-for name in datasets:
-    collections[name] = load_dataset(name, split, data_dir=data_dir)
-for name, extra in (pooled or {}).items():
-    collections[f"{name}+pool"] = load_dataset(name, split, data_dir=data_dir,
-                                               extra_corpora=list(extra))
-if n_queries is not None or n_distractors is not None:
-    collections = {n: subset(ds, n_queries=n_queries, n_distractors=n_distractors, seed=seed)
-                   for n, ds in collections.items()}
+collections = study.load_collections(datasets, pooled, split, data_dir=data_dir,
+                                     n_queries=n_queries, n_distractors=n_distractors, seed=seed)
 for name, ds in collections.items():
-    ds.name = name
     print(f"{name:24s} {ds!r}")
 
 # %% [markdown]
@@ -127,30 +121,14 @@ for name, ds in collections.items():
 # For every collection and retriever we time the index build and the batched search of all
 # queries, measure the index's serialized size, and score the top-100 lists. Dense document
 # embeddings are cached in `cache_dir/embeddings/` keyed by model and a hash of the doc ids and
-# texts, so only the first run pays for encoding.
+# texts, so only the first run pays for encoding. Dense runs only on `dense_datasets`, and
+# the slow `rank_bm25` reference only up to `reference_max_docs` documents. Each
+# (collection, retriever) prints one line: build and search seconds, then the four metrics.
 
 # %%
-results, speed_rows = {}, []
-for name, ds in collections.items():
-    kinds = [r for r in retrievers if (r != "dense" or name in dense_datasets)
-             and (r != "bm25-ref" or len(ds.corpus) <= reference_max_docs)]
-    for kind in kinds:
-        params = dense_params if kind == "dense" else bm25_params
-        t0 = time.perf_counter()
-        retriever = build_retriever(kind, ds.corpus, **params)
-        build_s = time.perf_counter() - t0
-        res = run_baseline(ds, kind, k=k, retriever=retriever)
-        results[(name, kind)] = res
-        speed_rows.append({
-            "dataset": name, "retriever": kind, "docs": len(ds.corpus),
-            "queries": len(ds.queries), "build_s": build_s,
-            "encode_cached": getattr(retriever, "loaded_from_cache", None) if kind == "dense" else None,
-            "search_s": res.timings["search_s"], "queries_per_s": res.timings["queries_per_s"],
-            "index_MB": retriever.index_nbytes() / 2**20})
-        save_baseline(res, run_dir, save_run=save_runs)
-        print(f"{name:24s} {kind:9s} build {build_s:7.2f}s  search {res.timings['search_s']:7.3f}s  "
-              + "  ".join(f"{label(m)} {v:.4f}" for m, v in res.metrics.items()))
-        del retriever
+results, speed_rows = study.build_and_score(
+    collections, retrievers, dense_datasets=dense_datasets, reference_max_docs=reference_max_docs,
+    bm25_params=bm25_params, dense_params=dense_params, k=k, run_dir=run_dir, save_runs=save_runs)
 
 # %% [markdown]
 # ## 3. Raw-query baselines
@@ -162,27 +140,16 @@ for name, ds in collections.items():
 # instead of Lucene's Porter stemmer; `bm25s`'s Lucene idf), so on full data we expect to land
 # close to the reference. Subsets (small profiles) are easier, because most distractors are
 # gone, and are not comparable with the references.
+#
+# nDCG@10 sums the gains of the top 10 documents discounted by rank,
+# $\sum_{i=1}^{10} g_i/\log_2(i+1)$, divided by the same sum for the ideal ordering; the
+# `diff` column is ours minus the reference, filled only when the comparison is fair.
 
 # %%
-refs = {"bm25": published.table("references", "BM25 flat", column="nDCG@10"),
-        "dense": published.table("references", "MiniLM MTEB", column="nDCG@10")}
-REFERENCE = {(r.row, kind): r.value for kind, df in refs.items() for r in df.itertuples()}
-REFERENCE.update({(ds, "bm25-ref"): v for (ds, kind), v in list(REFERENCE.items()) if kind == "bm25"})
-display(pd.concat(refs.values())[["table", "row", "column", "value", "source"]])
+ref_table, REFERENCE = study.references()
+display(ref_table)
 full = n_queries is None and n_distractors is None
-rows = []
-for (name, kind), res in results.items():
-    row = {"dataset": name, "retriever": kind, "queries": len(res.per_query),
-           **{label(m): v for m, v in res.metrics.items()}}
-    comparable = full and (kind != "dense" or dense_model == "minilm")
-    ref = REFERENCE.get((name, kind)) if comparable else None
-    row["reference nDCG@10"] = ref
-    row["diff"] = row["nDCG@10"] - ref if ref is not None else None
-    rows.append(row)
-baseline = pd.DataFrame(rows)
-for r in baseline.to_dict("records"):
-    record(f"{r['retriever']}.{r['dataset']}.ndcg10", r["nDCG@10"])
-    record(f"{r['retriever']}.{r['dataset']}.recall100", r["R@100"])
+baseline = study.baseline_table(results, REFERENCE, full=full, dense_model=dense_model)
 save_table(baseline, "02_baselines", tables_dir,
            caption=f"Raw-query baselines, {split} split, k1={bm25_k1}, b={bm25_b}, dense = "
                    f"{dense_model} + FAISS flat (profile {profile}; "
@@ -190,27 +157,14 @@ save_table(baseline, "02_baselines", tables_dir,
                    "References: Pyserini BM25-flat BEIR regressions and the MTEB leaderboard.")
 baseline.round(4)
 
+# %% [markdown]
+# The same nDCG@10 as bars; on full collections black ticks mark the published values.
+
 # %%
-fig, ax = plt.subplots(figsize=(10, 4))
-piv = baseline.pivot(index="dataset", columns="retriever", values="nDCG@10")
-piv = piv.reindex(index=list(collections), columns=[r for r in retrievers if r in piv.columns])
-piv.plot.bar(ax=ax, rot=0)
-plots.legend_outside(ax, title="retriever")
-plots.tidy_ticks(ax, rotation=20, wrap=18)
-if full:
-    for i, name in enumerate(piv.index):
-        for j, kind in enumerate(piv.columns):
-            ref = REFERENCE.get((name, kind))
-            if ref is not None:
-                x = i + (j - (len(piv.columns) - 1) / 2) * 0.5 / len(piv.columns)
-                ax.plot([x - 0.07, x + 0.07], [ref, ref], color="black", lw=2)
-ax.set_ylabel("nDCG@10 of the raw queries")
-ax.set_xlabel("collection")
-ax.set_title("Raw-query nDCG@10" + (" (black ticks: published references)" if full else ""))
-fig.tight_layout()
 setting_02 = (f"{split} split, full collections" if full else
               f"{split} split, subsets of {n_queries} queries + {n_distractors} distractors")
-plots.save_figure(fig, "02_baselines", figures_dir, profile=profile, setting=setting_02,
+plots.save_figure(study.plot_baselines(baseline, collections, retrievers, REFERENCE, full),
+                  "02_baselines", figures_dir, profile=profile, setting=setting_02,
                   caption="Raw-query nDCG@10 per collection and retriever"
                           + ("" if full else " on query/corpus subsets (smaller than the papers'; "
                              "not comparable with published numbers)") + ".")
@@ -227,24 +181,7 @@ plt.show()
 
 # %%
 if ranx_crosscheck:
-    import warnings
-
-    import ranx
-
-    warnings.filterwarnings("ignore", module="ranx")
-    RANX = {"nDCG@10": "ndcg@10", "R@100": "recall@100", "AP@10": "map@10", "RR@10": "mrr@10"}
-    cross = []
-    for (name, kind), res in results.items():
-        ds = collections[name]
-        qr = ranx.Qrels({q: dict(r) for q, r in ds.qrels.items()})
-        # ranx ranks by score; give list ranks as scores so both see the same order
-        rr = ranx.Run({q: {d: float(len(lst) - i) for i, (d, _) in enumerate(lst)} or {"__none__": 0.0}
-                       for q, lst in res.run.items()})
-        theirs = ranx.evaluate(qr, rr, list(RANX.values()))
-        cross.append({"dataset": name, "retriever": kind,
-                      **{f"|diff| {label(m)}": abs(res.metrics[m] - float(theirs[RANX[m]]))
-                         for m in RANX}})
-    cross = pd.DataFrame(cross)
+    cross = study.ranx_crosscheck(results, collections)
     save_table(cross, "02_ranx_crosscheck", tables_dir, floatfmt=".2e",
                caption="Absolute difference between ir-measures and ranx on the baseline runs.")
     display(cross)
@@ -255,22 +192,11 @@ if ranx_crosscheck:
 # Same tokens, same $k_1$, $b$; only the idf variant and the implementation differ. We compare
 # the nDCG@10 of the two engines and the overlap of their top-10 lists
 # ($|\mathrm{top}_{10}^{a}\cap\mathrm{top}_{10}^{b}|/10$, averaged over queries), and then their
-# speed on the same queries.
+# speed on the same queries. Expect differences in the third decimal and overlaps near 0.9:
+# the idf variants reorder only near-ties.
 
 # %%
-agree_rows = []
-for name in collections:
-    a, b = results.get((name, "bm25")), results.get((name, "bm25-ref"))
-    if a is None or b is None:
-        continue
-    agree_rows.append({"dataset": name, "nDCG@10 bm25s": a.metrics["nDCG@10"],
-                       "nDCG@10 rank_bm25": b.metrics["nDCG@10"],
-                       "nDCG@10 diff": a.metrics["nDCG@10"] - b.metrics["nDCG@10"],
-                       "mean top-10 overlap": top_k_overlap(a.run, b.run, 10),  # qrlib.eval.agreement
-                       "same top-1": same_top1(a.run, b.run)})
-agreement = pd.DataFrame(agree_rows)
-for r in agreement.to_dict("records"):
-    record(f"agreement.{r['dataset']}.top10_overlap", r["mean top-10 overlap"])
+agreement = study.bm25_agreement(results, collections)
 save_table(agreement, "02_bm25_agreement", tables_dir,
            caption="bm25s (lucene idf) vs rank_bm25 (BM25Okapi) on identical tokens.")
 agreement.round(4)
@@ -283,30 +209,20 @@ agreement.round(4)
 # run on this machine. The speed-up column is relative to `rank_bm25` on the same collection.
 
 # %%
-speed = pd.DataFrame(speed_rows)
-ref_qps = speed[speed.retriever == "bm25-ref"].set_index("dataset")["queries_per_s"]
-speed["speed-up vs rank_bm25"] = [row.queries_per_s / ref_qps.get(row.dataset, np.nan)
-                                  for row in speed.itertuples()]
-for r in speed[speed.retriever == "bm25"].to_dict("records"):
-    record(f"speedup.{r['dataset']}", r["speed-up vs rank_bm25"])
+speed = study.speed_table(speed_rows)
 save_table(speed, "02_speed", tables_dir,
            caption=f"Index build time, search throughput and index size (profile {profile}; "
                    "2-core CPU unless stated). Dense build time is encoding time unless the "
                    "embeddings came from the cache (encode_cached).")
 speed.round(3)
 
+# %% [markdown]
+# Throughput on a log scale: `bm25s` answers a query by a sparse row lookup, `rank_bm25`
+# scores every document in Python, and dense retrieval pays for encoding the query.
+
 # %%
-fig, ax = plt.subplots(figsize=(10, 4))
-sp = speed.pivot(index="dataset", columns="retriever", values="queries_per_s")
-sp = sp.reindex(index=list(collections), columns=[r for r in retrievers if r in sp.columns])
-sp.plot.bar(ax=ax, logy=True, rot=0)
-plots.legend_outside(ax, title="retriever")
-plots.tidy_ticks(ax, rotation=20, wrap=18)
-ax.set_ylabel("throughput (queries / second, log scale)")
-ax.set_xlabel("collection")
-ax.set_title("Search throughput, batched, top-100")
-fig.tight_layout()
-plots.save_figure(fig, "02_speed", figures_dir, profile=profile, setting=setting_02,
+plots.save_figure(study.plot_speed(speed, collections, retrievers), "02_speed", figures_dir,
+                  profile=profile, setting=setting_02,
                   caption="Search throughput of bm25s, rank_bm25 and dense retrieval "
                           "(MiniLM on CPU, including query encoding).")
 plt.show()
@@ -317,39 +233,14 @@ plt.show()
 # RL training issues thousands of retrievals per step, so ACQO (appendix A.1) builds an
 # approximate `IndexHNSWFlat` ($M=64$, efConstruction $=2000$) for training and evaluates with
 # an exact flat index. We build both over the same cached embeddings and report how much of the
-# exact top-10 HNSW recovers, and its nDCG@10.
+# exact top-10 HNSW recovers, and its nDCG@10. The recall is
+# $\frac{1}{|Q|}\sum_q |\mathrm{top}_{10}^{\mathrm{flat}}(q)\cap\mathrm{top}_{10}^{\mathrm{HNSW}}(q)|/10$;
+# with a beam this wide we expect it close to 1.
 
 # %%
-hnsw_rows = []
-for name in hnsw_datasets or []:
-    if name not in collections or "dense" not in retrievers:
-        continue
-    ds = collections[name]
-    flat = build_retriever("dense", ds.corpus, **dense_params)
-    t0 = time.perf_counter()
-    hnsw = build_retriever("dense", ds.corpus, **{**dense_params, "index": "hnsw",
-                                                   "hnsw_m": hnsw_m,
-                                                   "ef_construction": hnsw_ef_construction,
-                                                   "ef_search": hnsw_ef_search})
-    hnsw_build = hnsw.index_seconds
-    qids = list(ds.queries)
-    texts = [ds.queries[q] for q in qids]
-    t1 = time.perf_counter()
-    run_f = dict(zip(qids, flat.search(texts, 10)))
-    t2 = time.perf_counter()
-    run_h = dict(zip(qids, hnsw.search(texts, 10)))
-    t3 = time.perf_counter()
-    rec = np.mean([len({d for d, _ in run_f[q]} & {d for d, _ in run_h[q]}) / 10 for q in qids])
-    hnsw_rows.append({"dataset": name, "docs": len(ds.corpus), "M": hnsw_m,
-                      "efConstruction": hnsw_ef_construction, "efSearch": hnsw_ef_search,
-                      "HNSW build_s": hnsw_build, "flat index_s": flat.index_seconds,
-                      "top-10 recall vs flat": rec,
-                      "nDCG@10 flat": evaluate(run_f, ds.qrels, ["nDCG@10"])["nDCG@10"][0],
-                      "nDCG@10 HNSW": evaluate(run_h, ds.qrels, ["nDCG@10"])["nDCG@10"][0],
-                      "flat search_s": t2 - t1, "HNSW search_s": t3 - t2})
+hnsw_rows = study.hnsw_vs_flat(collections, hnsw_datasets, retrievers, dense_params, m=hnsw_m,
+                               ef_construction=hnsw_ef_construction, ef_search=hnsw_ef_search)
 hnsw_table = pd.DataFrame(hnsw_rows)
-for r in hnsw_rows:
-    record(f"hnsw.{r['dataset']}.top10_recall_vs_flat", r["top-10 recall vs flat"])
 if len(hnsw_table):
     save_table(hnsw_table, "02_hnsw_vs_flat", tables_dir,
                caption=f"HNSW (M={hnsw_m}, efConstruction={hnsw_ef_construction}, efSearch="
@@ -385,30 +276,17 @@ print("wrote", baseline_dir(run_dir))
 # `02_hnsw_vs_flat`) and the published references.
 
 # %%
-from IPython.display import Markdown
+display(Markdown(study.findings(collections, baseline, retrievers, agreement, speed, hnsw_rows,
+                                full)))
 
-lines = []
-for name in collections:
-    sub = baseline[baseline.dataset == name].set_index("retriever")
-    parts = [f"{kind} {sub.loc[kind, 'nDCG@10']:.3f}" for kind in retrievers if kind in sub.index]
-    ref = [f"{kind} {sub.loc[kind, 'reference nDCG@10']:.3f}" for kind in retrievers
-           if kind in sub.index and pd.notna(sub.loc[kind, "reference nDCG@10"])]
-    lines.append(f"- **{name}**: raw-query nDCG@10 " + ", ".join(parts)
-                 + (f" (published: {', '.join(ref)})" if ref else ""))
-if len(agreement):
-    lines.append(f"- bm25s and rank_bm25 on identical tokens differ by at most "
-                 f"{agreement['nDCG@10 diff'].abs().max():.4f} nDCG@10; their top-10 lists "
-                 f"overlap {agreement['mean top-10 overlap'].min():.2f}-"
-                 f"{agreement['mean top-10 overlap'].max():.2f} on average.")
-fast = speed[speed.retriever == "bm25"].dropna(subset=["speed-up vs rank_bm25"])
-if len(fast):
-    lines.append(f"- bm25s answers {fast['speed-up vs rank_bm25'].min():.1f}-"
-                 f"{fast['speed-up vs rank_bm25'].max():.1f}x more queries per second than "
-                 f"rank_bm25 in this run (the ratio depends on query length and machine load).")
-for r in hnsw_rows:
-    lines.append(f"- HNSW on {r['dataset']} recovers {r['top-10 recall vs flat']:.4f} of the exact "
-                 f"top-10 (nDCG@10 {r['nDCG@10 HNSW']:.4f} vs {r['nDCG@10 flat']:.4f} flat).")
-if not full:
-    lines.append("- These are subsets (see the profile): easier than the full collections and "
-                 "not comparable with published numbers.")
-display(Markdown("\n".join(lines)))
+# %% [markdown]
+# **Questions.** Why are subsets easier than full collections, and what does that do to a
+# reward computed on them? Which idf variant would you expect to disagree more on very
+# common terms?
+#
+# The last cell records the key numbers the smoke tests read (`qrlib.eval.record`); it
+# prints nothing and can be skipped.
+
+# %%
+for key, value in study.key_numbers(baseline, agreement, speed, hnsw_rows).items():
+    record(key, value)

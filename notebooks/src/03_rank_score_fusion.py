@@ -48,10 +48,12 @@ timing_repeats = 5  # repetitions when timing each fusion method
 # bound) and a **heuristic** split (entity spans, clauses, "X of Y" chains). For each
 # retriever we compare the raw question, each sub-query alone, and four fusions of the
 # sub-query lists: RRF, RSF, CombSUM and CombMNZ.
+#
+# **What you will learn:** how RSF orders documents (a two-list example worked by hand),
+# how much each fusion rule gains over the raw question and over a single sub-query, how
+# often RSF's score tie-break decides the top of the list, and what fusing costs.
 
 # %%
-import time
-
 from qrlib import session
 
 S = session.start("03_rank_score_fusion", run_dir=run_dir, figures_dir=figures_dir,
@@ -59,19 +61,14 @@ S = session.start("03_rank_score_fusion", run_dir=run_dir, figures_dir=figures_d
 run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
+from IPython.display import Markdown
 
-from qrlib.retrieval import fusion
 from qrlib import plots
-from qrlib.data.datasets import load_dataset, subset
-from qrlib.methods.bandits.decompose import heuristic_split, oracle_split
-from qrlib.eval.metrics import evaluate
-from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import save_json, save_table
+from qrlib.methods.acqo import fusion_study as fs
 
 measures = [f"nDCG@{k}", f"R@{k}", f"AP@{k}"]
-smaller = (n_queries is not None or n_distractors is not None)
+smaller = n_queries is not None or n_distractors is not None
 note = " (subset: smaller than the paper's setting)" if smaller else ""
 
 # %% [markdown]
@@ -88,31 +85,16 @@ note = " (subset: smaller than the paper's setting)" if smaller else ""
 # A document ranked first in one list and absent from the other gets $P = 1$, exactly like a
 # document ranked second in both lists ($1/(1/2 + 1/2) = 1$): such rank ties are common, and
 # RSF resolves them by score where RRF (with its $k=60$ damping) orders them by rank sums.
+#
+# Two small lists make this concrete. List A ranks a, b, c; list B ranks c, b. Document c
+# is third in A and first in B, so $P(c) = 1/(1/3 + 1) = 3/4$ and it comes first under
+# RSF; a (first in A only) and b (second in both) tie at $P = 1$, and a wins on its higher
+# score. We expect the RSF order **c, a, b**; RRF, which counts b's two appearances, should
+# give **c, b, a**.
 
 # %%
-A = [("a", 0.9), ("b", 0.8), ("c", 0.7)]
-B = [("c", 0.95), ("b", 0.5)]
-keys = fusion.rsf_keys([A, B])
-
-
-def rank_in(lst, doc):
-    """1-based rank of ``doc`` in ``lst`` (None: absent)."""
-    return next((r + 1 for r, (x, _) in enumerate(lst) if x == doc), None)
-
-
-toy = pd.DataFrame({
-    "doc": list(keys),
-    "rank in list A": [rank_in(A, d) for d in keys],
-    "rank in list B": [rank_in(B, d) for d in keys],
-    "P(p)": [float(keys[d][0]) for d in keys], "S(p)": [keys[d][1] for d in keys],
-    "RRF score": [dict(fusion.rrf([A, B], k=rrf_k))[d] for d in keys],
-})
-toy["RSF position"] = toy["doc"].map({d: i + 1 for i, (d, _) in enumerate(fusion.rsf([A, B]))})
-toy["RRF position"] = toy["doc"].map({d: i + 1 for i, (d, _) in
-                                      enumerate(fusion.rrf([A, B], k=rrf_k))})
-record("toy.rsf_order", "".join(toy.sort_values("RSF position")["doc"]))
-record("toy.rrf_order", "".join(toy.sort_values("RRF position")["doc"]))
-toy.astype({"rank in list A": "Int64", "rank in list B": "Int64"})
+toy = fs.toy_example([("a", 0.9), ("b", 0.8), ("c", 0.7)], [("c", 0.95), ("b", 0.5)], rrf_k)
+toy
 
 # %% [markdown]
 # ## Data, retrievers and sub-queries
@@ -120,39 +102,21 @@ toy.astype({"rank in list A": "Int64", "rank in list B": "Int64"})
 # Each dataset's split is loaded (optionally subset: the judged documents plus random
 # distractors), and every question is split twice. The oracle split reads the gold
 # supporting titles from the query metadata, so it shows what a perfect decomposition could
-# gain; the heuristic split is what a rule-based system gets without a model.
+# gain; the heuristic split is what a rule-based system gets without a model. Expect two
+# or more oracle sub-queries per question, one per supporting paragraph (two in HotpotQA,
+# two to four in 2WikiMultihopQA).
 
 # %%
-def load(name):
-    ds = load_dataset(name, split, data_dir=data_dir)
-    if n_queries is not None or n_distractors is not None:
-        ds = subset(ds, n_queries=n_queries, n_distractors=n_distractors, seed=seed)
-    return ds
+data = {name: fs.load_cut(name, split, data_dir=data_dir, n_queries=n_queries,
+                          n_distractors=n_distractors, seed=seed) for name in datasets}
+subq = {name: fs.split_questions(ds) for name, ds in data.items()}
+fs.overview(data, subq)
 
-
-def splits_for(ds):
-    out = {"oracle": {}, "heuristic": {}}
-    for q, text in ds.queries.items():
-        titles = ds.query_meta.get(q, {}).get("supporting_titles") or []
-        out["oracle"][q] = oracle_split(text, titles) if titles else [text]
-        out["heuristic"][q] = heuristic_split(text)[:3]     # ACQO allows at most 3
-    return out
-
-
-data = {name: load(name) for name in datasets}
-subq = {name: splits_for(ds) for name, ds in data.items()}
-overview = pd.DataFrame([{
-    "dataset": name, "queries": len(ds.queries), "docs": len(ds.corpus),
-    "oracle sub-queries / query": np.mean([len(v) for v in subq[name]["oracle"].values()]),
-    "heuristic sub-queries / query": np.mean([len(v) for v in subq[name]["heuristic"].values()]),
-} for name, ds in data.items()])
-overview
+# %% [markdown]
+# One question as it is and under both splits:
 
 # %%
-ex_q = next(iter(data[datasets[0]].queries))
-pd.DataFrame({"split": ["raw", "oracle", "heuristic"],
-              "queries": [[data[datasets[0]].queries[ex_q]], subq[datasets[0]]["oracle"][ex_q],
-                          subq[datasets[0]]["heuristic"][ex_q]]})
+fs.split_example(data, subq, datasets[0])
 
 # %% [markdown]
 # ## Retrieval and fusion
@@ -161,76 +125,14 @@ pd.DataFrame({"split": ["raw", "oracle", "heuristic"],
 # batched call, to depth 100. Fused lists are cut to the same depth. Before scoring, fused
 # lists go through `fusion.to_run`, which gives strictly decreasing scores in list order:
 # ir-measures re-sorts runs by score and would otherwise reorder RSF's ties by document id.
+# Besides the four rules, two controls: RRF over lists first cut to their top $k$, and RSF
+# over the raw question's list together with the sub-queries' lists.
 
 # %%
-methods = {
-    "RRF": lambda lists: fusion.rrf(lists, k=rrf_k, top=depth),
-    "RSF": lambda lists: fusion.rsf(lists, top=depth),
-    "CombSUM": lambda lists: fusion.combsum(lists, norm=comb_norm, top=depth),
-    "CombMNZ": lambda lists: fusion.combmnz(lists, norm=comb_norm, top=depth),
-    f"RRF (lists cut to {k})": lambda lists: fusion.rrf([l[:k] for l in lists], k=rrf_k,
-                                                         top=depth),
-}
-rows, per_query, lists_cache = [], [], {}
-for name, ds in data.items():
-    for kind in retrievers:
-        params = {"model": dense_model, "cache_dir": cache_dir, "show_progress": False} \
-            if kind == "dense" else {}
-        t0 = time.perf_counter()
-        ret = build_retriever(kind, ds.corpus, **params)
-        build_s = time.perf_counter() - t0
-        qids = list(ds.queries)
-        texts = [ds.queries[q] for q in qids]
-        for sk in ("oracle", "heuristic"):
-            texts += [s for q in qids for s in subq[name][sk][q]]
-        unique = list(dict.fromkeys(texts))
-        t0 = time.perf_counter()
-        res = dict(zip(unique, ret.search(unique, depth)))
-        search_s = time.perf_counter() - t0
-        print(f"{name} / {kind}: index {build_s:.1f}s, {len(unique)} searches {search_s:.1f}s")
-        raw_run = {q: fusion.to_run(res[ds.queries[q]]) for q in qids}
-        runs = {("raw question", "-"): raw_run}
-        for sk in ("oracle", "heuristic"):
-            groups = {q: [res[s] for s in subq[name][sk][q]] for q in qids}
-            lists_cache[(name, kind, sk)] = groups
-            for j in range(2):
-                runs[(f"sub-query {j + 1} alone", sk)] = {
-                    q: fusion.to_run(g[min(j, len(g) - 1)]) for q, g in groups.items()}
-            for m, fn in methods.items():
-                runs[(m, sk)] = {q: fusion.to_run(fn(g)) for q, g in groups.items()}
-            runs[("RSF (raw + sub-queries)", sk)] = {
-                q: fusion.to_run(fusion.rsf([res[ds.queries[q]]] + g, top=depth))
-                for q, g in groups.items()}
-        for (method, sk), run in runs.items():
-            pq = evaluate(run, ds.qrels, measures, per_query=True)
-            row = {"dataset": name, "retriever": kind, "split": sk, "method": method}
-            row.update(pq[measures].mean().to_dict())
-            rows.append(row)
-            pq = pq.assign(dataset=name, retriever=kind, split=sk, method=method)
-            per_query.append(pq)
-        # best single sub-query per question (an oracle choice, for reference): score every
-        # sub-query list in one evaluate call under pseudo query ids "qid::j"
-        for sk in ("oracle", "heuristic"):
-            groups = lists_cache[(name, kind, sk)]
-            run = {f"{q}::{j}": fusion.to_run(l) for q, g in groups.items()
-                   for j, l in enumerate(g)}
-            qrels = {f"{q}::{j}": ds.qrels[q] for q, g in groups.items() for j in range(len(g))}
-            pq = evaluate(run, qrels, measures, per_query=True)
-            pq["qid"] = pq["query_id"].str.rsplit("::", n=1).str[0]
-            best = pq.sort_values(measures[0], ascending=False).groupby("qid").head(1)
-            row = {"dataset": name, "retriever": kind, "split": sk,
-                   "method": "best single sub-query (oracle pick)"}
-            row.update(best[measures].mean().to_dict())
-            rows.append(row)
-
-results = pd.DataFrame(rows)
-order = ["raw question", "sub-query 1 alone", "sub-query 2 alone",
-         "best single sub-query (oracle pick)", "RRF", f"RRF (lists cut to {k})", "RSF",
-         "CombSUM", "CombMNZ", "RSF (raw + sub-queries)"]
-results["method"] = pd.Categorical(results["method"], order, ordered=True)
-results = results.sort_values(["dataset", "retriever", "split", "method"]).reset_index(drop=True)
-for r in results[results.method.isin(["raw question", "RRF", "RSF", "CombSUM"])].to_dict("records"):
-    record(f"{r['dataset']}.{r['retriever']}.{r['split']}.{r['method']}.ndcg", r[measures[0]])
+methods = fs.fusion_methods(k=k, rrf_k=rrf_k, depth=depth, comb_norm=comb_norm)
+results, lists_cache = fs.evaluate_fusions(data, subq, retrievers, methods, measures=measures,
+                                           depth=depth, k=k, dense_model=dense_model,
+                                           cache_dir=cache_dir)
 save_table(results.round(4), "03_fusion_metrics", tables_dir,
            caption=f"Fusion of sub-query lists vs raw question and single sub-queries; "
                    f"{', '.join(measures)}; profile {profile}{note}.")
@@ -248,44 +150,20 @@ results.round(3)
 # mediocre documents, so RRF's consensus pulls those above the single-list hits. RSF's
 # $P(p)$ has no damping constant (first in one list: $P=1$; ranks 20 and 25: $P\approx 11$),
 # and cutting the lists to the top 10 before RRF removes most of the overlap.
+#
+# The same numbers as differences, RSF minus each competitor per block:
 
 # %%
-piv = results.pivot_table(index=["dataset", "retriever", "split"], columns="method",
-                          values=measures[0], observed=True)
-cmp = pd.DataFrame({"RSF - RRF": piv["RSF"] - piv["RRF"],
-                    "RSF - CombSUM": piv["RSF"] - piv["CombSUM"],
-                    "RSF - best single": piv["RSF"] - piv["best single sub-query (oracle pick)"]})
 print(f"{measures[0]} differences per block (positive: RSF better):")
-cmp.dropna().round(3)
+fs.differences(results, measures[0]).round(3)
 
 # %%
-# horizontal bars: the method names sit on the y axis, where they cannot collide
-fig, axes = plt.subplots(len(datasets), len(retrievers), figsize=(5.2 * len(retrievers),
-                         2.9 * len(datasets)), squeeze=False, sharex=True, sharey=True)
-show = ["raw question", "sub-query 1 alone", "RRF", "RSF", "CombSUM", "CombMNZ"]
-for i, name in enumerate(datasets):
-    for j, kind in enumerate(retrievers):
-        ax = axes[i][j]
-        sub = results[(results.dataset == name) & (results.retriever == kind)
-                      & results.method.isin(show)]
-        piv = sub.pivot_table(index="method", columns="split", values=measures[0],
-                              observed=True).reindex(show[::-1])
-        piv = piv.rename(columns={"-": "raw question"})
-        piv.plot.barh(ax=ax, legend=False, width=0.8)
-        ax.set_title(f"{name} · {kind}", fontsize=10)
-        ax.set_ylabel("")
-        ax.set_xlabel(f"{measures[0]} (test)" if i == len(datasets) - 1 else "")
-        ax.set_xlim(0, 1)
-handles, labels = axes[0][0].get_legend_handles_labels()
-fig.tight_layout()
-plots.legend_outside(fig, handles, labels, title="sub-queries from")
+fig = fs.fusion_figure(results, datasets=datasets, retrievers=retrievers, measure=measures[0])
 plots.save_figure(fig, "03_fusion_ndcg", figures_dir,
                   caption=f"{measures[0]} of the raw question, the first sub-query alone and "
                           f"four fusions of the sub-query lists (oracle and heuristic splits). "
                           f"Profile {profile}{note}.",
-                  profile=profile,
-                  setting=(f"{n_queries} questions + {n_distractors} distractors per dataset"
-                           if smaller else "full multi-hop subsets") + f", lists of depth {depth}")
+                  profile=profile, setting=fs.cut_setting(n_queries, n_distractors, depth))
 plt.show()
 
 # %% [markdown]
@@ -296,72 +174,29 @@ plt.show()
 # also measure how often RSF's and RRF's top-$k$ differ at all, and show one real tie.
 
 # %%
-tie_rows, example = [], None
-for (name, kind, sk), groups in lists_cache.items():
-    n_tied_q = n_tied_docs = n_diff = n_multi = 0
-    for q, g in groups.items():
-        if len(g) < 2:
-            continue
-        n_multi += 1
-        keys = fusion.rsf_keys(g)
-        top = [d for d, _ in fusion.rsf(g, top=k)]
-        ps = [round(keys[d][0], 12) for d in top]
-        tied = [d for d, p in zip(top, ps) if ps.count(p) > 1]
-        n_tied_docs += len(tied)
-        n_tied_q += bool(tied)
-        n_diff += top != [d for d, _ in fusion.rrf(g, k=rrf_k, top=k)]
-        if tied and example is None and kind == "bm25":
-            example = (name, kind, sk, q, g, tied)
-    tie_rows.append({"dataset": name, "retriever": kind, "split": sk,
-                     "questions with >= 2 sub-queries": n_multi,
-                     f"share with a P-tie in top-{k}": n_tied_q / max(n_multi, 1),
-                     f"tied docs per question": n_tied_docs / max(n_multi, 1),
-                     f"share where RSF top-{k} != RRF top-{k}": n_diff / max(n_multi, 1)})
-ties = pd.DataFrame(tie_rows)
-for r in tie_rows:
-    record(f"{r['dataset']}.{r['retriever']}.{r['split']}.share_p_tie", r[f"share with a P-tie in top-{k}"])
+ties, example = fs.tie_table(lists_cache, k=k, rrf_k=rrf_k)
 save_table(ties.round(4), "03_fusion_ties", tables_dir,
            caption=f"Rank-consensus ties P(p) in the RSF top-{k} (resolved by max score S(p)) "
                    f"and disagreement with RRF; profile {profile}{note}.")
 ties.round(3)
 
+# %% [markdown]
+# The first BM25 question with such a tie: its tied documents, their ranks in each
+# sub-query's list, and where RSF and RRF put them.
+
 # %%
-if example is not None:
-    name, kind, sk, q, g, tied = example
-    keys = fusion.rsf_keys(g)
-    rsf_pos = {d: i + 1 for i, (d, _) in enumerate(fusion.rsf(g, top=depth))}
-    rrf_pos = {d: i + 1 for i, (d, _) in enumerate(fusion.rrf(g, k=rrf_k, top=depth))}
-    rank_in = lambda d: [next((r + 1 for r, (x, _) in enumerate(l) if x == d), None) for l in g]
-    print(f"{name} / {kind} / {sk} split, question: {data[name].queries[q]}")
-    print("sub-queries:", subq[name][sk][q])
-    tie_df = pd.DataFrame([{"doc": d, "ranks per sub-query": rank_in(d), "P(p)": keys[d][0],
-                            "S(p)": keys[d][1], "RSF position": rsf_pos[d],
-                            "RRF position": rrf_pos[d],
-                            "gold": data[name].qrels[q].get(d, 0) > 0} for d in tied])
-    display(tie_df.sort_values("RSF position"))
+fs.tie_example(example, data, subq, depth=depth, rrf_k=rrf_k)
 
 # %% [markdown]
 # ## Cost per question
 #
 # Fusion runs once per rollout inside the reward loop, so it must be negligible next to
 # retrieval. We time each method over all questions' sub-query lists (depth 100 each) and
-# report microseconds per question.
+# report microseconds per question: expect tens to hundreds of microseconds, against
+# milliseconds for one search.
 
 # %%
-time_rows = []
-for (name, kind, sk), groups in lists_cache.items():
-    gl = list(groups.values())
-    for m, fn in methods.items():
-        best = float("inf")
-        for _ in range(timing_repeats):
-            t0 = time.perf_counter()
-            for g in gl:
-                fn(g)
-            best = min(best, time.perf_counter() - t0)
-        time_rows.append({"dataset": name, "retriever": kind, "split": sk, "method": m,
-                          "us per question": 1e6 * best / max(len(gl), 1)})
-timing = pd.DataFrame(time_rows)
-timing_summary = timing.groupby("method")["us per question"].agg(["mean", "max"]).round(1)
+timing_summary = fs.timing_summary(lists_cache, methods, repeats=timing_repeats)
 save_table(timing_summary.reset_index(), "03_fusion_timing", tables_dir,
            caption=f"Fusion time per question (best of {timing_repeats} repeats, 2-3 lists of "
                    f"depth {depth}, pure Python); profile {profile}.")
@@ -375,14 +210,8 @@ timing_summary
 # than on the full corpus.
 
 # %%
-summary = {
-    "profile": profile, "datasets": datasets, "retrievers": retrievers, "k": k,
-    "depth": depth, "n_queries": {n: len(d.queries) for n, d in data.items()},
-    "n_docs": {n: len(d.corpus) for n, d in data.items()},
-    "metrics": results.assign(method=results.method.astype(str)).to_dict(orient="records"),
-    "ties": ties.to_dict(orient="records"),
-    "timing_us_per_question": timing_summary["mean"].to_dict(),
-}
+summary = fs.run_summary(profile=profile, datasets=datasets, retrievers=retrievers, k=k,
+                         depth=depth, data=data, results=results, ties=ties, timing=timing_summary)
 save_json(summary, run_dir / "03_fusion" / "summary.json")
 print("saved", run_dir / "03_fusion" / "summary.json")
 
@@ -392,22 +221,13 @@ print("saved", run_dir / "03_fusion" / "summary.json")
 # Read from this run's tables (`03_fusion_metrics`, `03_fusion_ties`, `03_fusion_timing`).
 
 # %%
-from IPython.display import Markdown
+display(Markdown(fs.findings(results, ties, timing_summary, measure=measures[0], k=k,
+                             rrf_k=rrf_k)))
 
-nd = results.pivot_table(index=["dataset", "retriever", "split"], columns="method",
-                         values=measures[0], observed=True)
-raw_q = results[results.method == "raw question"].set_index(["dataset", "retriever"])[measures[0]]
-lines = []
-for (name, kind, sk), r in nd.dropna(subset=["RSF"]).iterrows():
-    lines.append(f"- **{name} · {kind} · {sk} split**: RSF {r['RSF']:.3f}, RRF {r['RRF']:.3f}, "
-                 f"CombSUM {r['CombSUM']:.3f}; raw question {raw_q.loc[(name, kind)]:.3f}.")
-wins = int((nd["RSF"] > nd["RRF"]).sum())
-lines.append(f"- RSF beats RRF (k={rrf_k}) in {wins} of {int(nd['RSF'].notna().sum())} blocks; "
-             f"over every block RSF - RRF is {(nd['RSF'] - nd['RRF']).min():+.3f} to "
-             f"{(nd['RSF'] - nd['RRF']).max():+.3f} {measures[0]}.")
-lines.append(f"- A rank-consensus tie in RSF's top {k} (broken by the score) occurs for "
-             f"{ties[f'share with a P-tie in top-{k}'].min():.0%}-"
-             f"{ties[f'share with a P-tie in top-{k}'].max():.0%} of questions.")
-lines.append(f"- Fusing one question's lists takes {timing_summary['mean'].min():.0f}-"
-             f"{timing_summary['mean'].max():.0f} µs in pure Python, depending on the method.")
-display(Markdown("\n".join(lines)))
+# %% [markdown]
+# The last cell stores the numbers the tests read (the toy orders, each block's nDCG and
+# share of ties); it prints nothing and can be skipped.
+
+# %%
+for key, value in fs.records(toy, results, ties, measure=measures[0], k=k).items():
+    record(key, value)

@@ -46,8 +46,14 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 #
 # Every reward goes through `qrlib.rl.env.RewardEnv`, the same object the trainer uses.
 
+# %% [markdown]
+# **What you will see.** The reward shapes as plain functions (section 1); a group of
+# pseudo-rollouts per SciFact query (section 2) scored by ten rewards (section 3), with the
+# share of groups that give GRPO nothing to learn from; one SAGE group worked by hand
+# (section 4); what SAGE's copy penalty does (section 5); and what the readings the papers
+# leave open change (section 6). The steps live in `qrlib.methods.reward_study`.
+
 # %%
-import random
 import time
 from pathlib import Path
 
@@ -58,22 +64,16 @@ S = session.start("04_reward_shaping", run_dir=run_dir, figures_dir=figures_dir,
                   dense_model=dense_model)
 run_dir, figures_dir, tables_dir, record = S.run_dir, S.figures_dir, S.tables_dir, S.record
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 from qrlib import plots
-from qrlib.rl import rewards as R
-from qrlib.methods.deepretrieval import rewards as R_dr
-from qrlib.methods.acqo import rewards as R_acqo
-from qrlib.methods.sage import rewards as R_sage
-from qrlib.methods.rlqr import rewards as R_rlqr
-from qrlib.data.datasets import load_dataset, subset
-from qrlib.rl.env import RewardEnv
-from qrlib.retrieval.retrievers import build_retriever
 from qrlib.core.io import save_json, save_table
+from qrlib.data.datasets import load_dataset, subset
+from qrlib.retrieval.retrievers import build_retriever
+from qrlib.methods import reward_study as RS
+from qrlib.rl import rewards as R
 
-rng = random.Random(seed)
 smaller = n_queries is not None or n_distractors is not None
 note = " (subset: smaller than the paper's setting)" if smaller else ""
 pd.DataFrame(R.list_rewards())[["name", "level", "source", "summary", "params"]]
@@ -91,31 +91,11 @@ pd.DataFrame(R.list_rewards())[["name", "level", "source", "summary", "params"]]
 # the whole sum by $\delta<0$ when the output format is broken.
 #
 # **DeepRetrieval Table 8** uses step functions: recall tiers (literature search) and the
-# rank of the first answer-bearing document (evidence seeking).
+# rank of the first answer-bearing document (evidence seeking). Expect the ACQO curves to
+# be continuous in the rank, the DeepRetrieval ones flat between tier boundaries.
 
 # %%
-fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
-r = np.arange(1, 121)
-axes[0].plot(r, [R_acqo.phi(x) for x in r], label=r"$\Phi(r)$ (Eq. 3)")
-axes[0].plot(r, [R_acqo.phi_prime(x, lam=1.0, k_star=3) for x in r], "--",
-             label=r"$\Phi'(r)$, $\lambda=1, k^*=3$ (Eq. 10)")
-axes[0].set_xscale("log"); axes[0].set_xlabel("rank r"); axes[0].legend(fontsize=8)
-axes[0].set_title("ACQO rank score")
-i = np.arange(1, 7)
-for eta in (0.6, 0.8, 1.0):
-    axes[1].plot(i, [eta ** j * R_acqo.phi(1) for j in i], "o-", label=f"eta={eta}")
-axes[1].set_xlabel("i (i-th gold document, all at rank 1)")
-axes[1].set_ylabel(r"$\eta^i\Phi(1)$"); axes[1].legend(fontsize=8)
-axes[1].set_title("ACQO decay (Eq. 4)")
-rec = np.linspace(0, 1, 401)
-axes[2].step(rec, [R_dr.recall_tier_reward(x) for x in rec], where="post")
-axes[2].set_xlabel("recall@K"); axes[2].set_title("DeepRetrieval recall tiers")
-ranks = np.unique(np.logspace(0, np.log10(5000), 300).astype(int))
-axes[3].step(ranks, [R_dr.answer_rank_tier_reward(x) for x in ranks], where="post")
-axes[3].set_xscale("log"); axes[3].set_xlabel("rank of first answer hit")
-axes[3].set_title("DeepRetrieval answer-rank tiers")
-fig.tight_layout()
-_ = plots.save_figure(fig, "04_reward_shapes", figures_dir,
+_ = plots.save_figure(RS.plot_reward_shapes(), "04_reward_shapes", figures_dir,
                   caption="ACQO Phi and Phi' (Eq. 3, 10), eta-decay (Eq. 4), DeepRetrieval "
                           "recall and answer-rank tiers (Table 8). Pure functions, no data.",
                   profile=profile)
@@ -141,59 +121,16 @@ ret = build_retriever(retriever, ds.corpus)
 print(f"{dataset}: {len(ds.queries)} queries, {len(ds.corpus)} docs; "
       f"{retriever} index {time.perf_counter() - t0:.1f}s")
 qids = sorted(ds.queries)
-first_docs = dict(zip(qids, ret.search([ds.queries[q] for q in qids], 3)))
-all_words = [w for q in qids for w in ds.queries[q].split()]
-
-def prf_words(q, n=6):
-    """n random words from one of the query's top-3 BM25 documents (pseudo-relevance feedback)."""
-    if not first_docs[q]:
-        return []
-    words = ds.doc_text(rng.choice(first_docs[q])[0]).split()[:60]
-    return rng.sample(words, min(n, len(words)))
-
-
-OPS = {  # name -> (function(words, qid) -> list of sub-query word lists, SAGE strategy)
-    "copy": (lambda w, q: [w], 4),
-    "drop30": (lambda w, q: [[x for x in w if rng.random() > 0.3] or w[:1]], 4),
-    "keywords": (lambda w, q: [sorted(w, key=len, reverse=True)[:3]], 4),
-    "shuffle": (lambda w, q: [rng.sample(w, len(w))], 3),
-    "truncate": (lambda w, q: [w[: max(1, len(w) // 2)]], 4),
-    "noise": (lambda w, q: [w + rng.sample(all_words, 3)], 2),
-    "prf": (lambda w, q: [w + prf_words(q)], 1),
-    "split2": (lambda w, q: [w[: max(1, len(w) // 2)], w[max(1, len(w) // 2):] or w], 3),
-}
-
-
-def wrap(parts, fmt, strategy, broken):
-    """One completion in a method's output format (broken on purpose when ``broken``)."""
-    import json
-    joined = " ".join(" ".join(p) for p in parts)
-    if fmt == "acqo":
-        body = json.dumps({"query": "%%".join(" ".join(p) for p in parts)})
-        return body[:-3] if broken else body
-    if fmt == "deepretrieval":
-        ans = json.dumps({"query": joined})
-        return (f"<think>rewrite</think><answer>{ans}" if broken
-                else f"<think>rewrite</think><answer>{ans}</answer>")
-    if fmt == "sage":
-        body = json.dumps({"query": joined, "strategy": strategy})
-        return f"<think>s{strategy}</think><answer>{body[:-2] if broken else body}</answer>"
-    # plain / RL-QR: answer tags, sometimes chatty text around them
-    return (f"Here you go: {joined}" if broken else f"<answer>{joined}</answer>")
-
-
-rollouts = []
-for q in qids:
-    words = ds.queries[q].split()
-    ops = ["copy"] + [rng.choice(list(OPS)) for _ in range(group_size - 1)]
-    for op in ops:
-        fn, strat = OPS[op]
-        rollouts.append({"qid": q, "op": op, "strategy": strat, "parts": fn(words, q),
-                         "broken": rng.random() < p_malformed})
-roll = pd.DataFrame(rollouts)
+roll = RS.pseudo_rollouts(ds, ret, group_size, p_malformed, seed)
 print(f"{len(roll)} pseudo-rollouts = {len(qids)} queries x {group_size}; "
       f"{roll.broken.mean():.1%} with a broken format")
 roll.op.value_counts()
+
+# %% [markdown]
+# One query's group as each format writes it (the ACQO completion of the first rollouts):
+
+# %%
+RS.completions(roll.head(3), "acqo")
 
 # %% [markdown]
 # ## 3 · Scoring every rollout with every reward
@@ -202,47 +139,27 @@ roll.op.value_counts()
 # `env(prompts, completions, qid=[...], query=[...])`. Group-level rewards (SAGE, RL-QR)
 # group the rollouts by `qid`. Parameters follow the papers where they give them
 # (ACQO HotpotQA setting $\eta=0.6$; Stage II $k^*=3$ as for TopiOCQA so the bonus is
-# visible; SAGE $p=0.05$; RL-QR nDCG@3).
+# visible; SAGE $p=0.05$; RL-QR nDCG@3). The rewards compared, with their completion
+# format and parameters:
 
 # %%
-REWARDS = {  # name -> (reward, completion format, params)
-    "ndcg@10": ("ndcg", "plain", {"k": k}),
-    "DeepRetrieval nDCG+format": ("deepretrieval_ndcg", "deepretrieval", {"k": k}),
-    "DeepRetrieval recall tiers": ("deepretrieval_recall", "deepretrieval", {"k": 100}),
-    "DeepRetrieval answer-rank tiers": ("deepretrieval_answer_rank", "deepretrieval", {}),
-    "ACQO Stage I": ("acqo_stage1", "acqo", {"eta": 0.6}),
-    "ACQO Stage II": ("acqo_stage2", "acqo", {"eta": 0.6, "lam": 1.0, "k_star": 3}),
-    "SAGE direct": ("sage_direct", "sage", {"k": k, "p": 0.05}),
-    "SAGE SCS": ("sage_scs", "sage", {"k": k, "p": 0.05}),
-    "SAGE CRS": ("sage_crs", "sage", {"k": k, "p": 0.05}),
-    "RL-QR": ("rlqr", "plain", {"k": 3}),
-}
-qcol = [ds.queries[q] for q in roll.qid]
-scores, timings, envs = {}, {}, {}
-for label, (name, fmt, params) in REWARDS.items():
-    comps = [wrap(p, fmt, s, b) for p, s, b in zip(roll.parts, roll.strategy, roll.broken)]
-    env = RewardEnv(ret, ds.qrels, reward=name, fmt=fmt, queries=ds.queries, **params)
-    t0 = time.perf_counter()
-    scores[label] = env(prompts=None, completions=comps, qid=list(roll.qid), query=qcol)
-    timings[label] = (time.perf_counter() - t0) / len(comps)
-    envs[label] = env
-sc = pd.DataFrame(scores)
-sc["qid"], sc["op"] = roll.qid.values, roll.op.values
+REWARDS = RS.compared_rewards(k)
+pd.DataFrame(REWARDS, index=["reward", "format", "params"]).T
+
+# %% [markdown]
+# Scoring keeps every environment: its `records_frame()` lists what each reward saw (the
+# parsed queries, gold ranks, format check) and its parts. ACQO Stage II's first records:
+
+# %%
+sc, timings, envs = RS.score_rollouts(roll, ds, ret, REWARDS)
 envs["ACQO Stage II"].records_frame().head(8)
 
+# %% [markdown]
+# Per reward: its distribution, the mean spread within a group, and the share of groups
+# without any spread (the GRPO no-signal share defined below the table).
+
 # %%
-def zero_std_share(col):
-    return sc.groupby("qid")[col].agg(lambda v: R.reward_variance_zero(v)).mean()
-
-
-stats = pd.DataFrame({
-    "mean": sc[list(REWARDS)].mean(), "std": sc[list(REWARDS)].std(),
-    "min": sc[list(REWARDS)].min(), "max": sc[list(REWARDS)].max(),
-    "share < 0": (sc[list(REWARDS)] < 0).mean(),
-    "mean within-group std": sc.groupby("qid")[list(REWARDS)].std(ddof=0).mean(),
-    "frac_reward_zero_std": pd.Series({c: zero_std_share(c) for c in REWARDS}),
-    "ms per rollout": pd.Series(timings) * 1e3,
-})
+stats = RS.reward_stats(sc, list(REWARDS), timings)
 save_table(stats.round(4).reset_index(names="reward"), "04_reward_stats", tables_dir,
            caption=f"Reward distribution over {len(roll)} pseudo-rollouts ({group_size} per "
                    f"query, {dataset} {split}, {retriever}); frac_reward_zero_std = share of "
@@ -261,17 +178,15 @@ stats.round(3)
 # would not get this extra variance.
 
 # %%
-fig, axes = plt.subplots(2, 5, figsize=(18, 6.5))
-for ax, label in zip(axes.ravel(), REWARDS):
-    ax.hist(sc[label], bins=30, color="C0")
-    ax.set_title(f"{label}\nzero-std groups: {stats.loc[label, 'frac_reward_zero_std']:.0%}",
-                 fontsize=9)
-fig.tight_layout()
-_ = plots.save_figure(fig, "04_reward_distributions", figures_dir,
+_ = plots.save_figure(RS.plot_reward_histograms(sc, list(REWARDS), stats),
+                  "04_reward_distributions", figures_dir,
                   caption=f"Distribution of each reward over the same pseudo-rollouts "
                           f"({dataset} {split}, {retriever}, {group_size} per query, "
                           f"{p_malformed:.0%} broken formats); profile {profile}{note}.",
                   profile=profile)
+
+# %% [markdown]
+# The mean reward of each perturbation type under each reward:
 
 # %%
 by_op = sc.groupby("op")[list(REWARDS)].mean()
@@ -291,28 +206,12 @@ by_op.round(3)
 # strategy's rank: $r_{\mathrm{SCS},i} = r_{\mathrm{orig},i} / \mathrm{rank}(s_i)$.
 # CRS (**Eq. 2**) subtracts the group median: $r_{\mathrm{CRS},i} = r_{\mathrm{orig},i} -
 # \mathrm{median}_j\, r_{\mathrm{orig},j}$. The copy penalty (**Eq. 3**) subtracts $p$ from a
-# rollout whose query equals the original.
+# rollout whose query equals the original. We pick the query whose rollouts reach the most
+# distinct nDCG@10 values, so every column has something to show.
 
 # %%
-sage_rec = envs["SAGE SCS"].records_frame()
-sage_rec["op"] = roll.op.values
-var = sage_rec.groupby("qid")["part_ndcg"].agg(lambda v: v.nunique())
-pick = var.idxmax()
-g = sage_rec[sage_rec.qid == pick].copy()
-strats = [None if pd.isna(s) else int(s) for s in g.strategy]
-ranks = R_sage.strategy_ranks(list(g.part_ndcg), strats)
-means = {s: np.mean([v for v, t in zip(g.part_ndcg, strats) if t == s]) for s in set(strats)}
-g["strategy"] = pd.array(strats, dtype="Int64")
-g["strategy mean nDCG"] = [means[s] for s in strats]
-g["strategy rank"] = [ranks[s] for s in strats]
-g["SCS (Eq. 1)"] = g["part_shaped"]
-g["CRS (Eq. 2)"] = R_sage.sage_crs(list(g.part_ndcg))
-g["copy"] = g["part_copy"].astype(bool)
-g["final SCS reward (Eq. 3, p=0.05)"] = g["reward"]
+pick, worked = RS.sage_worked_group(envs["SAGE SCS"], roll)
 print("query:", ds.queries[pick])
-cols = ["op", "queries", "format_ok", "strategy", "part_ndcg", "strategy mean nDCG",
-        "strategy rank", "SCS (Eq. 1)", "CRS (Eq. 2)", "copy", "final SCS reward (Eq. 3, p=0.05)"]
-worked = g[cols].rename(columns={"part_ndcg": "nDCG@10"}).reset_index(drop=True)
 save_table(worked.round(4), "04_sage_worked_group", tables_dir,
            caption=f"One SAGE group worked through SCS, CRS and the copy penalty "
                    f"({dataset}, query {pick}); profile {profile}.")
@@ -324,37 +223,15 @@ worked.round(3)
 # SAGE observed that a policy can "win" by returning the input unchanged when the retriever
 # already does well on it. For each $p$ we count the groups in which a *copy* is among the
 # best-rewarded rollouts (with ties, GRPO gives every maximiser the same advantage), under
-# the direct nDCG reward.
+# the direct nDCG reward. Expect copies to top most groups without a penalty (a rewrite
+# rarely beats the original on SciFact) and their advantage to turn negative as $p$ grows.
 
 # %%
-base = envs["SAGE direct"].records_frame()
-rows = []
-for p in copy_penalties:
-    env_p = RewardEnv(ret, ds.qrels, reward="sage_direct", fmt="sage", queries=ds.queries,
-                      k=k, p=p)
-    comps = [wrap(pp, "sage", s, b) for pp, s, b in zip(roll.parts, roll.strategy, roll.broken)]
-    rw = np.array(env_p(None, comps, qid=list(roll.qid), query=qcol))
-    rec = env_p.records_frame()
-    rec["r"] = rw
-    best_is_copy, copy_adv = [], []
-    for q, grp in rec.groupby("qid"):
-        top = grp.r.max()
-        best_is_copy.append(bool(((grp.r >= top - 1e-12) & (grp.part_copy > 0)).any()))
-        adv = (grp.r - grp.r.mean()) / (grp.r.std(ddof=0) + 1e-4)
-        copy_adv += list(adv[grp.part_copy > 0])
-    rows.append({"p": p, "share of groups where a copy is a top rollout": np.mean(best_is_copy),
-                 "mean GRPO advantage of copies": float(np.mean(copy_adv)),
-                 "mean reward of copies": rec.r[rec.part_copy > 0].mean(),
-                 "mean reward of rewrites": rec.r[rec.part_copy == 0].mean()})
-copy_tab = pd.DataFrame(rows)
+copy_tab = RS.copy_penalty_table(ret, ds, roll, k, copy_penalties)
 save_table(copy_tab.round(4), "04_copy_penalty", tables_dir,
            caption=f"Effect of SAGE's copy penalty p (Eq. 3) on pseudo-rollouts; advantage = "
                    f"(r - group mean) / (group std + 1e-4) as in GRPO; profile {profile}{note}.")
-fig, ax = plt.subplots(figsize=(5, 3.4))
-ax.plot(copy_tab.p, copy_tab["mean GRPO advantage of copies"], "o-")
-ax.axhline(0, color="grey", lw=0.8)
-ax.set_xlabel("copy penalty p"); ax.set_ylabel("mean advantage of copy rollouts")
-plots.save_figure(fig, "04_copy_penalty", figures_dir,
+plots.save_figure(RS.plot_copy_penalty(copy_tab), "04_copy_penalty", figures_dir,
                   caption=f"Mean GRPO advantage of rollouts that copy the input, as SAGE's copy "
                           f"penalty p grows (Eq. 3); profile {profile}{note}.", profile=profile)
 copy_tab.round(3)
@@ -381,74 +258,12 @@ copy_tab.round(3)
 #   relevant document, else draw an arm uniformly", with no ε. `epsilon=0` is that rule;
 #   our default 0.1 draws a random arm after a hit with probability ε, so the arm is kept
 #   with probability $1 - \varepsilon (K-1)/K$.
+#
+# The advantages are GRPO's, $A_i = (r_i - \bar r)/(\sigma + 10^{-4})$ within a group
+# (`RS.grpo_advantage`), as in section 5.
 
 # %%
-from qrlib.methods.bandits import bandits as B
-
-
-def grpo_advantage(r, groups):
-    """(r - group mean) / (group std + 1e-4), as in section 5."""
-    r = pd.Series(np.asarray(r, dtype=float))
-    g = r.groupby(np.asarray(groups))
-    return ((r - g.transform("mean")) / (g.transform(lambda v: v.std(ddof=0)) + 1e-4)).to_numpy()
-
-
-open_rows = []
-acqo_rec = envs["ACQO Stage II"].records_frame()
-acqo_params = R.make_reward("acqo_stage2", **REWARDS["ACQO Stage II"][2]).params
-acqo_bad = ~acqo_rec.format_ok.to_numpy(dtype=bool)
-acqo_with_bad = pd.Series(acqo_bad).groupby(acqo_rec.qid.to_numpy()).transform("any").to_numpy()
-for first_index in (1, 0):
-    for delta in (-0.1, -1.0):
-        r = [R_acqo.acqo_score(g, ok, eta=acqo_params["eta"], lam=acqo_params["lam"],
-                          k_star=acqo_params["k_star"], delta=delta, first_index=first_index)
-             for g, ok in zip(acqo_rec.gold_ranks, acqo_rec.format_ok)]
-        adv = grpo_advantage(r, acqo_rec.qid)
-        choice = f"first index {first_index}, delta {delta:g}"
-        open_rows += [
-            {"reading": "ACQO Eq. 4-5", "choice": choice, "measure": "mean reward, well-formed",
-             "value": float(np.mean(np.asarray(r)[~acqo_bad]))},
-            {"reading": "ACQO Eq. 4-5", "choice": choice,
-             "measure": "mean GRPO advantage, broken format",
-             "value": float(adv[acqo_bad].mean()) if acqo_bad.any() else float("nan")},
-            {"reading": "ACQO Eq. 4-5", "choice": choice,
-             "measure": "mean GRPO advantage, reward 0 beside a broken rollout",
-             "value": float(adv[zero].mean()) if (zero := acqo_with_bad & ~acqo_bad
-                                                  & (np.asarray(r) == 0)).any()
-             else float("nan")}]
-
-rl_rec = envs["RL-QR"].records_frame()
-rl_params = R.make_reward("rlqr", **REWARDS["RL-QR"][2]).params
-raw = rl_rec.part_raw_penalty.to_numpy(dtype=float)
-for norm in ("minmax", "max"):
-    pen = np.zeros(len(rl_rec))
-    for _, idx in rl_rec.groupby("qid").indices.items():
-        pen[idx] = R_rlqr.rlqr_group_penalty(raw[idx], rl_params["theta"], norm)
-    r = rl_params["lambda1"] * rl_rec.part_ndcg.to_numpy(dtype=float) + rl_params["lambda2"] * pen
-    hit = raw > 0
-    open_rows += [
-        {"reading": "RL-QR [theta, 1]", "choice": norm, "measure": "toy group 0, 2, 5, 40",
-         "value": ", ".join(f"{v:.3f}" for v in R_rlqr.rlqr_group_penalty([0, 2, 5, 40], 0.1, norm))},
-        {"reading": "RL-QR [theta, 1]", "choice": norm, "measure": "mean penalty, penalised rollouts",
-         "value": float(pen[hit].mean()) if hit.any() else float("nan")},
-        {"reading": "RL-QR [theta, 1]", "choice": norm,
-         "measure": "mean GRPO advantage, penalised rollouts",
-         "value": float(grpo_advantage(r, rl_rec.qid)[hit].mean()) if hit.any() else float("nan")}]
-
-# bandit toy: one arm with 3 relevant documents in 4, three arms with none
-n_docs = 20
-toy_arms = [[f"g{i}" if i % 4 else f"n{i}" for i in range(n_docs)]] + [
-    [f"x{a}_{i}" for i in range(n_docs)] for a in range(3)]
-toy_req = B.make_request(toy_arms, {f"g{i}": 1 for i in range(n_docs) if i % 4})
-for eps in (0.0, 0.1, 0.3):
-    order = B.simulate(toy_req, B.Policy(f"eg{eps}", "ε-greedy", "egreedy", epsilon=eps),
-                       reps=400, seed=seed)
-    prec, _ = B.precision_recall(order, toy_req.rel, [0.1, 0.25])
-    for b, v in zip((10, 25), prec.mean(axis=0)):
-        open_rows.append({"reading": "bandit Table 1 epsilon", "choice": f"epsilon {eps:g}",
-                          "measure": f"precision at {b}% budget (toy, K=4)", "value": float(v)})
-open_tab = pd.DataFrame(open_rows)
-open_tab["value"] = [f"{v:.4f}" if isinstance(v, float) else v for v in open_tab.value]
+open_tab = RS.open_readings(envs, REWARDS, seed)
 save_table(open_tab, "04_open_readings", tables_dir,
            caption=f"What the readings the papers leave open change: ACQO Eq. 4 first index and "
                    f"delta, RL-QR's [theta, 1] normalisation (pseudo-rollouts of section 3) and "
@@ -465,9 +280,7 @@ open_tab
 # in the reward's docstring:
 
 # %%
-pd.DataFrame({f"{n} ({p})": R.make_reward(n, preset=p).params
-              for n in ("deepretrieval_ndcg", "deepretrieval_sql")
-              for p in ("paper", "released")}).T
+RS.released_presets()
 
 # %% [markdown]
 # ## Summary
@@ -492,24 +305,18 @@ print("saved", run_dir / "04_rewards" / "summary.json")
 # are also recorded for the smoke tests (`qrlib.eval.record`).
 
 # %%
-from IPython.display import Markdown
-
 t_stats = pd.read_csv(Path(tables_dir) / "04_reward_stats.csv")
 t_copy = pd.read_csv(Path(tables_dir) / "04_copy_penalty.csv")
-share_col = "share of groups where a copy is a top rollout"
-for r in t_stats.to_dict("records"):
-    record(f"frac_zero_std.{r['reward']}", r["frac_reward_zero_std"])
-for r in t_copy.to_dict("records"):
-    record(f"copy_top_share.p={r['p']:g}", r[share_col])
-z = t_stats.set_index("reward")["frac_reward_zero_std"].sort_values()
-lines = [f"- Share of {group_size}-rollout groups with no reward spread (no GRPO signal): "
-         f"lowest for {z.index[0]} ({z.iloc[0]:.2f}), highest for {z.index[-1]} "
-         f"({z.iloc[-1]:.2f}); all rewards: " + ", ".join(f"{n} {v:.2f}" for n, v in z.items()) + "."]
-c = t_copy.sort_values("p")
-if len(c) > 1:
-    lines.append(f"- SAGE's copy penalty: without it (p = {c.p.iloc[0]:g}) a verbatim copy is a "
-                 f"top rollout in {c[share_col].iloc[0]:.0%} of groups; with p = {c.p.iloc[1]:g} "
-                 f"in {c[share_col].iloc[1]:.0%}, and the mean GRPO advantage of copies goes from "
-                 f"{c['mean GRPO advantage of copies'].iloc[0]:+.3f} to "
-                 f"{c['mean GRPO advantage of copies'].iloc[-1]:+.3f} at p = {c.p.iloc[-1]:g}.")
-display(Markdown("\n".join(lines)))
+display(Markdown(RS.findings(t_stats, t_copy, group_size)))
+
+# %% [markdown]
+# **Questions.** Which of the ten rewards would you train with if half of your groups had
+# no gold document in any rollout's top 100? Why can a group-normalised reward not rescue
+# a group whose rollouts all retrieve the same list?
+#
+# The last cell records the key numbers the smoke tests read; it prints nothing and can be
+# skipped.
+
+# %%
+for key, value in RS.key_numbers(t_stats, t_copy).items():
+    record(key, value)

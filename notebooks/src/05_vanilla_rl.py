@@ -69,9 +69,14 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 #
 # Settings are much smaller than the paper's (Qwen2.5-3B, batch 64, hundreds of steps):
 # see the profile name in every caption.
+#
+# What you will see, step by step: the two prompts (1), the data and indexes (2), the
+# reward on three hand-made completions (3), the untrained model's test rewrites (4), GRPO
+# training with its health and learning curves (5), the test tables with paired intervals
+# and a claim-by-claim view (6), and the files notebook 10 reads (7). The pipeline code lives
+# in `qrlib.methods.deepretrieval.vanilla`; most cells below are a call or two into it.
 
 # %%
-import dataclasses
 import gc
 import time
 
@@ -86,20 +91,13 @@ import pandas as pd
 import torch
 
 from qrlib import plots
-from qrlib.core.io import atomic_write, read_table, save_json, save_table
-from qrlib.core.records import save_record
-from qrlib.data import datasets as qdata
-from qrlib.data.cut import CollectionCut
-from qrlib.eval import metrics
-from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.stats import fmt_interval
-from qrlib.eval.scale import SCALE_COLUMNS, log_scale, scale_columns
+from qrlib.core.io import read_table, save_json, save_table
+from qrlib.eval.compare import comparison_table
+from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.generation import engine, policy, rewrite
 from qrlib.generation.contract import DecodingContract
-from qrlib.retrieval import retrievers as retrieval
-from qrlib.rl import rewards
-from qrlib.rl.env import RewardEnv
-from qrlib.rl.train import load_config, train
+from qrlib.methods.deepretrieval import vanilla as V
+from qrlib.rl.train import train
 
 run_dir, figures_dir, tables_dir, out_dir = S.run_dir, S.figures_dir, S.tables_dir, S.out_dir
 print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
@@ -122,24 +120,8 @@ print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}"
 # with `<answer>{"query": "`, so the model only has to write the terms and close the JSON.
 
 # %%
-PROMPTS = {
-    "rewrite": {
-        "system": "",
-        "user": ("Rewrite this scientific claim as a keyword query for searching research "
-                 "abstracts.\nExample: Vitamin D lowers fracture risk in the elderly -> "
-                 "<answer>{{\"query\": \"vitamin D supplementation fracture risk older adults\"}}"
-                 "</answer>\nClaim: {query}"),
-    },
-    "expand": {
-        "system": "",
-        "user": ("Give extra keywords (synonyms, related terms) missing from this scientific "
-                 "claim, to help find matching research abstracts.\nExample: Vitamin D lowers "
-                 "fracture risk in the elderly -> <answer>{{\"query\": \"cholecalciferol hip "
-                 "bone density osteoporosis trial\"}}</answer>\nClaim: {query}"),
-    },
-}
-FMT = "deepretrieval-nothink"
-PREFILL = '<answer>{"query": "' if prefill else ""
+PROMPTS, FMT = V.PROMPTS, V.FMT
+PREFILL = V.PREFILL if prefill else ""
 for mode_, p_ in PROMPTS.items():
     print(f"--- {mode_}\n{p_['user'].format(query='<claim>')}\n")
 
@@ -148,49 +130,20 @@ for mode_, p_ in PROMPTS.items():
 #
 # Training queries come from SciFact's *train* split, evaluation queries from its *test*
 # split; both search the same corpus. In small profiles the corpus is cut to the judged
-# documents of the chosen queries plus `n_distractors` random others.
+# documents of the chosen queries plus `n_distractors` random others. Each entry of
+# `train_runs` names a retriever and a mode; one index is built per dataset and retriever
+# (the dense one encodes the whole cut corpus, so expect it to take longest).
 
 # %%
-def load_pair(name):
-    tr = qdata.load_dataset(name, "train", data_dir=data_dir)
-    te = qdata.load_dataset(name, "test", data_dir=data_dir)
-    tr = qdata.subset(tr, n_queries=n_train_queries, n_distractors=0 if n_distractors is not None else None, seed=seed)
-    te = qdata.subset(te, n_queries=n_test_queries, n_distractors=n_distractors, seed=seed)
-    corpus = {**te.corpus, **tr.corpus}
-    return tr, te, corpus
-
-
-DATA, RETRIEVERS = {}, {}
+DATA = {}
 for name in datasets:
-    tr, te, corpus = load_pair(name)
-    DATA[name] = (tr, te, corpus)
+    DATA[name] = tr, te, corpus = V.load_pair(name, data_dir=data_dir, n_train=n_train_queries,
+                                              n_test=n_test_queries, n_distractors=n_distractors,
+                                              seed=seed)
     print(f"{name}: train queries {len(tr.queries)}, test queries {len(te.queries)}, docs {len(corpus)}")
-
-
-def runs_for(name):
-    """The (retriever, mode) runs of one dataset: every "retriever:mode" of `train_runs`
-    and the "name/retriever:mode" ones."""
-    out = []
-    for spec in train_runs:
-        ds_, _, run = spec.rpartition("/")
-        if ds_ in ("", name):
-            kind_, mode_ = run.split(":")
-            out.append((kind_, mode_))
-    return out
-
-
-kinds = sorted({k for n in datasets for k, _ in runs_for(n)})
-
-
-def get_retriever(name, kind):
-    if (name, kind) not in RETRIEVERS:
-        t0 = time.perf_counter()
-        kw = {"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}
-        RETRIEVERS[name, kind] = retrieval.build_retriever(kind, DATA[name][2], **kw)
-        print(f"{name}/{kind} index: {time.perf_counter() - t0:.1f}s")
-    return RETRIEVERS[name, kind]
-
-
+RUNS = {name: V.runs_for(train_runs, name) for name in datasets}  # (retriever, mode) per dataset
+kinds = sorted({k for n in datasets for k, _ in RUNS[n]})
+get_retriever = V.Retrievers(DATA, cache_dir=cache_dir)
 for name in datasets:
     for kind in kinds:
         get_retriever(name, kind)
@@ -203,7 +156,10 @@ for name in datasets:
 #
 # $$ r(q') = \begin{cases} \mathrm{nDCG@}k(q') & \text{if the answer format holds} \\
 #   r_{\text{fail}} & \text{otherwise} \end{cases},\qquad
-#   \mathrm{nDCG@}k = \frac{1}{\mathrm{IDCG@}k}\sum_{i=1}^{k}\frac{2^{g_i}-1}{\log_2(i+1)} $$
+#   \mathrm{nDCG@}k = \frac{1}{\mathrm{IDCG@}k}\sum_{i=1}^{k}\frac{g_i}{\log_2(i+1)} $$
+#
+# with $g_i$ the graded relevance of the document at rank $i$ (linear gains, as trec_eval and
+# ir-measures compute nDCG; with binary judgements the $2^{g}-1$ form gives the same numbers).
 #
 # The paper evaluates nDCG@10 but trains with a much larger $k$ so that a rewrite that
 # moves a relevant document from rank 80 to rank 20 is still rewarded (App. B.2); here
@@ -211,14 +167,15 @@ for name in datasets:
 # the batch in one call and scores them; GRPO then normalises rewards within each group of
 # `num_generations` rollouts of the same query:
 # $\hat A_i = (r_i - \mathrm{mean}(r_{1..G}))/\mathrm{std}(r_{1..G})$.
+#
+# Three hand-made completions for one training claim show the three cases: the claim
+# copied into the answer layout (the raw claim's nDCG@k), unrelated words (near 0), and
+# text without the layout (the format penalty `format_penalty`).
 
 # %%
 def make_env(name, kind, mode):
-    tr, te, corpus = DATA[name]
-    qrels = {**te.qrels, **tr.qrels}
-    return RewardEnv(get_retriever(name, kind), qrels, reward="deepretrieval_ndcg", fmt=FMT,
-                     queries={**te.queries, **tr.queries}, mode=mode, k=reward_k,
-                     lenient=lenient, format_penalty=format_penalty)
+    return V.make_env(DATA[name], get_retriever(name, kind), mode=mode, k=reward_k,
+                      lenient=lenient, format_penalty=format_penalty, fmt=FMT)
 
 
 env_demo = make_env(datasets[0], kinds[0], "rewrite")
@@ -237,22 +194,23 @@ pd.DataFrame(env_demo.records)[["queries", "format_ok", "gold_ranks", "reward"]]
 # strings, token budget `max_completion_length`, parser): a trained row must not differ from
 # its training, or from the untrained row, in how it is decoded
 # (`qrlib.generation.contract.DecodingContract`; each trained adapter carries its own).
+# Expect a high format rate (the prefill settles the layout) and a modification rate well
+# below 1 where the model copies the claim.
 
 # %%
 t0 = time.perf_counter()
 base_model, tok = policy.load_policy(model)
 print(f"policy {model} loaded in {time.perf_counter() - t0:.1f}s")
-modes = sorted({m for n in datasets for _, m in runs_for(n)})
+modes = sorted({m for n in datasets for _, m in RUNS[n]})
 CONTRACTS = {mode: DecodingContract(prompt=PROMPTS[mode], prefill=PREFILL, stop=tuple(stop),
                                     max_new_tokens=max_completion_length, fmt=FMT)
              for mode in modes}
 REWRITES = {}  # (dataset, method) -> DataFrame of rewrites
 for name in datasets:
-    te = DATA[name][1]
-    for mode in sorted({m for _, m in runs_for(name)}):
-        df = rewrite.rewrite_queries(base_model, tok, te.queries, contract=CONTRACTS[mode],
-                                     mode=mode, autocast=eval_autocast)
-        REWRITES[name, f"untrained-{mode}"] = df
+    for mode in sorted({m for _, m in RUNS[name]}):
+        REWRITES[name, f"untrained-{mode}"] = df = rewrite.rewrite_queries(
+            base_model, tok, DATA[name][1].queries, contract=CONTRACTS[mode], mode=mode,
+            autocast=eval_autocast)
         print(name, mode, f"format ok {df.format_ok.mean():.2f}, modified {df.modified.mean():.2f}, "
               f"{df.gen_seconds.sum():.1f}s")
 del base_model
@@ -260,7 +218,10 @@ del base_model
 # %% [markdown]
 # ## 5. GRPO training
 #
-# One LoRA adapter per `retriever:mode` run. `qrlib.rl.train.train` builds TRL's `GRPOConfig`
+# One LoRA adapter per `retriever:mode` run. The objective is the paper's KL-regularised
+# reward (Eq. 2), $\max_\pi \mathbb E\,[\,r(q,q') - \beta \log \pi(q'|q)/\pi_{\text{ref}}(q'|q)\,]$,
+# optimised here with GRPO's clipped, group-normalised update instead of PPO with a critic
+# (App. B.1). `qrlib.rl.train.train` builds TRL's `GRPOConfig`
 # (loss type, clipping $\epsilon$, KL $\beta$, group size $G$, temperature, token budget),
 # logs one CSV row per step (reward mean/std, per-part rewards, share of groups with zero
 # reward spread, format-valid rate, completion length, KL, step time) and resumes from the
@@ -269,22 +230,20 @@ del base_model
 # %%
 SUMMARIES = {}
 for name in datasets:
-    tr = DATA[name][0]
-    for kind, mode in runs_for(name):
+    for kind, mode in RUNS[name]:
         run_name = f"{name}-{kind}-{mode}"
-        cfg = load_config(dict(
-            name=run_name, run_dir=str(run_dir), model=model, dataset=name, retriever=kind,
-            fmt=FMT, prompt=PROMPTS[mode], prefill=PREFILL, expansion=mode == "expand",
-            algorithm=algorithm, beta=beta, max_steps=train_steps,
+        cfg = V.train_config(
+            run_name, dataset=name, retriever=kind, mode=mode, lora_r=lora_r,
+            max_steps=train_steps, prompt=PROMPTS[mode], run_dir=str(run_dir), model=model,
+            fmt=FMT, prefill=PREFILL, algorithm=algorithm, beta=beta,
             prompts_per_step=prompts_per_step, num_generations=num_generations,
             max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
-            learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-            save_steps=max(1, train_steps // 4), seed=seed, dtype=dtype, stop=list(stop),
-            dynamic_sampling=dynamic_sampling,
-            n_queries=n_train_queries, n_distractors=n_distractors,
-            reward_params={"k": reward_k, "lenient": lenient, "format_penalty": format_penalty}))
+            learning_rate=learning_rate, seed=seed, dtype=dtype, stop=list(stop),
+            dynamic_sampling=dynamic_sampling, n_queries=n_train_queries,
+            n_distractors=n_distractors,
+            reward_params={"k": reward_k, "lenient": lenient, "format_penalty": format_penalty})
         t0 = time.perf_counter()
-        SUMMARIES[run_name] = train(cfg, env=make_env(name, kind, mode), queries=tr.queries)
+        SUMMARIES[run_name] = train(cfg, env=make_env(name, kind, mode), queries=DATA[name][0].queries)
         print(run_name, SUMMARIES[run_name], f"{time.perf_counter() - t0:.0f}s")
 _ = save_json(SUMMARIES, out_dir / "train_summaries.json")
 
@@ -308,92 +267,42 @@ print("\n".join(health_lines))
 # %% [markdown]
 # ### Training curves
 #
-# Mean reward per step (with a rolling mean), format-valid rate and completion length.
+# Mean reward per step (with a rolling mean), format-valid rate and completion length. The
+# setting line under the figure states the scale each run reached, read from its log.
 
 # %%
-logs = []
-for run_name, s in SUMMARIES.items():
-    lg = pd.read_csv(s["log"], dtype={"qids": str})
-    lg["run"] = run_name
-    logs.append(lg)
-logs = pd.concat(logs, ignore_index=True)
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
-run_colors = {r: f"C{i}" for i, r in enumerate(sorted(logs.run.unique()))}  # one colour per run
-for run_name, lg in logs.groupby("run"):
-    w, c = max(1, len(lg) // 5), run_colors[run_name]
-    axes[0].plot(lg.step, lg.reward, alpha=0.3, lw=1, color=c)
-    axes[0].plot(lg.step, lg.reward.rolling(w, min_periods=1).mean(), lw=2, color=c, label=run_name)
-    axes[1].plot(lg.step, lg.format_valid.rolling(w, min_periods=1).mean(), lw=2, color=c)
-    axes[2].plot(lg.step, lg.completion_length.rolling(w, min_periods=1).mean(), lw=2, color=c)
-axes[0].set(title="mean reward (faint: per step, bold: running mean)", xlabel="GRPO step",
-            ylabel=f"reward (nDCG@{reward_k}, format penalty)")
-axes[1].set(title="format-valid rate (running mean)", xlabel="GRPO step",
-            ylabel="share of rollouts", ylim=(-0.05, 1.05))
-axes[2].set(title="completion length (running mean)", xlabel="GRPO step", ylabel="tokens")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0].get_legend_handles_labels(), title="run (dataset-retriever-mode)")
-scale = {r: log_scale(lg) for r, lg in logs.groupby("run")}  # what was trained, from the logs
-setting_05 = (f"{model}, per run: {min(v['steps'] for v in scale.values())}-"
-              f"{max(v['steps'] for v in scale.values())} steps taken, "
-              f"{min(v['queries'] for v in scale.values())}-{max(v['queries'] for v in scale.values())} "
-              f"distinct train claims seen, {prompts_per_step}x{num_generations} rollouts/step")
+logs = V.read_logs(SUMMARIES)
+fig, run_colors = V.training_curves(logs, reward_k=reward_k)
+setting_05, caption_05 = V.curves_setting(logs, model=model, lora_r=lora_r, reward_k=reward_k,
+                                          prompts_per_step=prompts_per_step,
+                                          num_generations=num_generations)
 _ = plots.save_figure(fig, "05_training_curves", figures_dir, profile=profile, setting=setting_05,
-                  caption=(f"GRPO training of {model} + LoRA r={lora_r}: reward nDCG@{reward_k}, "
-                           f"{prompts_per_step}x{num_generations} rollouts/step; scale from the "
-                           "logs: " + "; ".join(f"{r} {v['steps']} steps, {v['queries']} claims, "
-                                                 f"{v['rollouts']:.0f} rollouts"
-                                                 for r, v in scale.items())
-                           + " (paper: Qwen2.5-3B, batch 64, PPO)"))
+                      caption=caption_05)
+
 # %% [markdown]
 # With one or two claims per step, the per-step reward mostly says how *easy* that step's
 # claims were. A fairer learning curve subtracts, for each step, the reward of the raw
-# claim itself (nDCG@k of the claim searched as is): the **gain over the raw claim**.
+# claim itself (nDCG@k of the claim searched as is): the **gain over the raw claim**,
+# $g_t = \bar r_t - \frac{1}{|Q_t|}\sum_{q \in Q_t} \mathrm{nDCG@}k(q)$ over the claims
+# $Q_t$ of step $t$. A rewriter that learned something drifts above 0.
 
 # %%
-def raw_score(name, kind, qid):
-    tr, te, corpus = DATA[name]
-    qrels = {**te.qrels, **tr.qrels}
-    text = {**te.queries, **tr.queries}[qid]
-    ranked = get_retriever(name, kind).search([text], reward_k)[0]
-    return rewards.ndcg_at_k(ranked, qrels[qid], reward_k)
-
-
-gains = []
-for run_name, lg in logs.groupby("run"):
-    name, kind, mode = run_name.rsplit("-", 2)
-    for _, r in lg.iterrows():
-        qs = [q for q in str(r.get("qids", "")).split(";") if q and q != "nan"]
-        if qs:
-            base = sum(raw_score(name, kind, q) for q in qs) / len(qs)
-            gains.append({"run": run_name, "step": r.step, "gain": r.reward - base})
-gains = pd.DataFrame(gains)
+gains = V.gain_over_raw(logs, lambda name, kind, qid: V.raw_ndcg(
+    DATA[name], get_retriever(name, kind), qid, reward_k))
 if len(gains):
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    for run_name, g in gains.groupby("run"):  # per-step line and its running mean share a colour
-        w, c = max(1, len(g) // 4), run_colors.get(run_name, "C0")
-        ax.plot(g.step, g.gain, alpha=0.35, lw=1, color=c, marker=".", ms=4)
-        ax.plot(g.step, g.gain.rolling(w, min_periods=1).mean(), lw=2.2, color=c, label=run_name)
-    ax.axhline(0, color="k", lw=0.8)
-    ax.set(title="mean reward minus raw-claim reward (faint: per step)", xlabel="GRPO step",
-           ylabel=f"gain over raw claim (nDCG@{reward_k})")
-    plots.legend_outside(ax, title="run (running mean)")
+    fig = V.gain_figure(gains, run_colors, reward_k=reward_k)
     plots.save_figure(fig, "05_gain_over_raw", figures_dir, profile=profile, setting=setting_05,
                       caption=(f"Per-step mean reward minus nDCG@{reward_k} of the raw claims of "
                                "that step (faint: per step; line: rolling mean)"))
     logs = logs.merge(gains, on=["run", "step"], how="left")
 
+# %% [markdown]
+# The training summary puts the scale beside first-vs-last-quarter reward and format rate:
+# a reward that rises while the format rate stays flat is a retrieval gain, not a formatting
+# one.
+
 # %%
-first_last = logs.groupby("run").apply(lambda g: pd.Series({
-    "policy": model, "steps": len(g), "distinct_queries": log_scale(g)["queries"],
-    "rollouts": log_scale(g)["rollouts"], "train_minutes": log_scale(g)["minutes"],
-    "reward_first_quarter": g.reward.head(max(1, len(g) // 4)).mean(),
-    "reward_last_quarter": g.reward.tail(max(1, len(g) // 4)).mean(),
-    "format_first_quarter": g.format_valid.head(max(1, len(g) // 4)).mean(),
-    "format_last_quarter": g.format_valid.tail(max(1, len(g) // 4)).mean(),
-    "gain_first_half": g["gain"].head(max(1, len(g) // 2)).mean() if "gain" in g else float("nan"),
-    "gain_second_half": g["gain"].tail(max(1, len(g) // 2)).mean() if "gain" in g else float("nan"),
-    "frac_zero_std": g.frac_reward_zero_std.mean(),
-    "s_per_step": g.step_seconds.mean()}), include_groups=False).reset_index()
+first_last = V.training_summary(logs, model)
 save_table(first_last, "05_training_summary", tables_dir,
            caption=f"Training scale read from each run's log (optimizer steps, distinct training "
                    f"claims, rollouts, minutes), and reward and format-valid rate, first vs last "
@@ -409,55 +318,31 @@ first_last
 
 # %%
 for name in datasets:
-    te = DATA[name][1]
-    for kind, mode in runs_for(name):
-        run_name = f"{name}-{kind}-{mode}"
-        adapter = SUMMARIES[run_name]["adapter"]
-        assert DecodingContract.load(adapter) == CONTRACTS[mode], run_name
+    for kind, mode in RUNS[name]:
+        adapter = SUMMARIES[f"{name}-{kind}-{mode}"]["adapter"]
+        assert DecodingContract.load(adapter) == CONTRACTS[mode], f"{name}-{kind}-{mode}"
         m, tok = policy.load_policy(model, adapter=adapter)
         REWRITES[name, f"trained-{kind}-{mode}"] = rewrite.rewrite_queries(
-            m, tok, te.queries, contract=adapter, mode=mode, autocast=eval_autocast)
+            m, tok, DATA[name][1].queries, contract=adapter, mode=mode, autocast=eval_autocast)
         del m
         gc.collect()
 engine.close_engines()  # the evaluation engine is done: free it before the dense encoder searches
 
+# %% [markdown]
+# Every rewrite frame (and the raw claims, as a row that generates nothing) is searched with
+# each retriever to depth `eval_k` and scored by nDCG@10 and R@100; a trained adapter only
+# with the retriever it was trained for. Each row carries the training scale behind it
+# (`qrlib.eval.scale`) and its test format validity beside training's.
+
+# %%
 def row_scale(name, method, n_test):
-    """The training scale of a result row, from its run's log, and its test format validity
-    beside training's (qrlib.eval.scale)."""
-    valid = None if method == "raw" else REWRITES[name, method].format_ok.mean()
-    if method.startswith("trained-"):
-        run_name = f"{name}-{method[len('trained-'):]}"
-        return scale_columns(model, [logs[logs.run == run_name]], test_queries=n_test,
-                             test_valid=valid)
-    return scale_columns(None if method == "raw" else model, test_queries=n_test, test_valid=valid)
+    return V.row_scale(name, method, n_test, rewrites=REWRITES, logs=logs, model=model)
 
 
-rows, per_query = [], {}
 for name in datasets:
-    tr, te, corpus = DATA[name]
-    raw = pd.DataFrame({"qid": list(te.queries), "query": list(te.queries.values()),
-                        "search_text": list(te.queries.values()), "rewrite": "", "modified": False,
-                        "format_ok": True, "gen_tokens": 0, "gen_seconds": 0.0})
-    REWRITES[name, "raw"] = raw
-    for kind in kinds:
-        retr = get_retriever(name, kind)
-        for method, df in [(m_, d_) for (n_, m_), d_ in REWRITES.items() if n_ == name]:
-            if method.startswith("trained-") and not method.startswith(f"trained-{kind}-"):
-                continue  # an adapter is evaluated with the retriever it was trained on
-            t0 = time.perf_counter()
-            res = retr.search(df.search_text.tolist(), eval_k)
-            t_ret = (time.perf_counter() - t0) / len(df)
-            run = dict(zip(df.qid, res))
-            ev = metrics.evaluate(run, te.qrels, ("nDCG@10", "R@100"), per_query=True)
-            per_query[name, kind, method] = ev
-            rw = df[df.rewrite.str.len() > 0]
-            rows.append({"dataset": name, "retriever": kind, "method": method,
-                         "nDCG@10": ev["nDCG@10"].mean(), "R@100": ev["R@100"].mean(),
-                         "format_ok": df.format_ok.mean(), "modified": df.modified.mean(),
-                         "rewrite_words": rw.rewrite.str.split().str.len().mean() if len(rw) else 0.0,
-                         "gen_tokens": df.gen_tokens.mean(), "gen_s_per_query": df.gen_seconds.mean(),
-                         "retrieval_s_per_query": t_ret, **row_scale(name, method, len(te.queries))})
-results = pd.DataFrame(rows)
+    REWRITES[name, "raw"] = V.raw_rewrites(DATA[name][1].queries)
+results, per_query = V.evaluate_rewrites(REWRITES, {n: DATA[n][1] for n in datasets},
+                                         get_retriever, kinds, k=eval_k, scale=row_scale)
 save_table(results, "05_test_results", tables_dir,
            caption=(f"{', '.join(datasets)} test ({n_test_queries or 'all'} queries each): raw query vs untrained vs "
                     f"trained rewrite; modified = share of rewrites differing from the claim; "
@@ -469,25 +354,14 @@ results
 # ### Did training help? Per-query differences
 #
 # Each trained adapter against the raw claim and against the untrained model with the same
-# prompt, on the same claims: the mean per-claim difference in nDCG@10 with a 95 % paired-
+# prompt, on the same claims: the mean per-claim difference in nDCG@10,
+# $\bar d = \frac1n \sum_q (s_q^{\text{trained}} - s_q^{\text{base}})$, with a 95 % paired-
 # bootstrap interval over claims, in the workbook's one comparison schema
 # (`qrlib.eval.compare`, with the training scale of the run). A gain counts only when its
 # interval excludes 0.
 
 # %%
-cmp_rows = []
-for (name, kind, method), ev in per_query.items():
-    if not method.startswith("trained-"):
-        continue
-    mode = method.split("-")[-1]
-    new = ev.set_index("query_id")["nDCG@10"].to_dict()
-    for ref, ref_kind in (("raw", "baseline"), (f"untrained-{mode}", "untrained")):
-        base = per_query[name, kind, ref].set_index("query_id")["nDCG@10"].to_dict()
-        cmp_rows.append(compare(new, base, paper="deepretrieval", dataset=name, retriever=kind,
-                                metric="nDCG@10", method=method, kind="trained", baseline=ref,
-                                baseline_kind=ref_kind, scale=row_scale(name, method, len(new)),
-                                seed=seed))
-cmp = comparison_table(cmp_rows)
+cmp = comparison_table(V.comparison_rows(per_query, row_scale, seed=seed))
 save_table(cmp, "05_comparisons", tables_dir,
            caption=f"Per-query nDCG@10 differences of the trained adapters against the raw claim "
                    f"and the untrained model, with 95 % paired-bootstrap intervals over the test "
@@ -502,14 +376,8 @@ cmp
 # of a few large wins looks different here from a small shift of every claim.
 
 # %%
-vs_raw_05 = cmp[cmp["baseline kind"] == "baseline"]
-pairs = {f"{r.dataset}/{r.retriever}: {r.method}": (
-             per_query[r.dataset, r.retriever, "raw"].set_index("query_id")["nDCG@10"].to_dict(),
-             per_query[r.dataset, r.retriever, r.method].set_index("query_id")["nDCG@10"].to_dict())
-         for r in vs_raw_05.itertuples()}
-fig = plots.per_query_scatter(pairs, metric="nDCG@10", baseline="raw claim",
-                              intervals={f"{r['dataset']}/{r['retriever']}: {r['method']}":
-                                         fmt_interval(r) for _, r in vs_raw_05.iterrows()})
+pairs, intervals = V.scatter_pairs(cmp, per_query)
+fig = plots.per_query_scatter(pairs, metric="nDCG@10", baseline="raw claim", intervals=intervals)
 _ = plots.save_figure(fig, "05_per_query", figures_dir, profile=profile, setting=setting_05,
                       caption="Per-claim nDCG@10 of each trained rewriter (y) against the raw "
                               "claim (x) on the test claims; title: n, wins / losses / ties and "
@@ -518,17 +386,12 @@ plt.show()
 
 # %% [markdown]
 # ### Example rewrites before and after training
+#
+# The first `n_examples` test claims of each run, with the untrained and the trained
+# rewrite side by side: look for copies of the claim, dropped key terms and added synonyms.
 
 # %%
-ex_rows = []
-for name in datasets:
-    for kind, mode in runs_for(name):
-        a = REWRITES[name, f"untrained-{mode}"].set_index("qid")
-        b = REWRITES[name, f"trained-{kind}-{mode}"].set_index("qid")
-        for q in list(a.index)[:n_examples]:
-            ex_rows.append({"run": f"{name}-{kind}-{mode}", "claim": a.loc[q, "query"],
-                            "untrained": a.loc[q, "rewrite"], "trained": b.loc[q, "rewrite"]})
-examples = pd.DataFrame(ex_rows)
+examples = V.example_rewrites(REWRITES, RUNS, n_examples)
 save_table(examples, "05_examples", tables_dir,
            caption=f"Greedy rewrites of test claims before/after training [profile: {profile}]")
 with pd.option_context("display.max_colwidth", 120):
@@ -543,19 +406,10 @@ with pd.option_context("display.max_colwidth", 120):
 # `run_dir/rl/<run>/adapter` with their `config.json`. Notebook 10 reads both.
 
 # %%
-for (name, method), df in REWRITES.items():
-    p = out_dir / "rewrites" / name / f"{method}.jsonl"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(p, df.to_json(orient="records", lines=True))
-save_json({"model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL,
-           "datasets": datasets, "train_runs": train_runs, "n_test_queries": n_test_queries,
-           "n_train_queries": n_train_queries,
-           "n_distractors": n_distractors, "seed": seed,
-           "contracts": {m: dataclasses.asdict(c) for m, c in CONTRACTS.items()}},
-          out_dir / "settings.json")
-for name, (tr, te, corpus) in DATA.items():  # the exact test collection, for notebook 10
-    save_record(CollectionCut.of(te, corpus), out_dir / "collections" / f"{name}.json")
-print(sorted(p.name for p in (out_dir / "rewrites").rglob("*.jsonl")))
+print(V.save_for_evaluation(out_dir, REWRITES, DATA, CONTRACTS, settings={
+    "model": model, "prompts": PROMPTS, "fmt": FMT, "prefill": PREFILL, "datasets": datasets,
+    "train_runs": train_runs, "n_test_queries": n_test_queries, "n_train_queries": n_train_queries,
+    "n_distractors": n_distractors, "seed": seed}))
 
 # %% [markdown]
 # ## What moved the needle
@@ -599,16 +453,7 @@ record = S.record
 t_train = pd.read_csv(tables_dir / "05_training_summary.csv")
 t_test = pd.read_csv(tables_dir / "05_test_results.csv")
 t_cmp = read_table(tables_dir / "05_comparisons.csv")
-for r in t_train.to_dict("records"):
-    record(f"train.{r['run']}.steps", r["steps"])
-    record(f"train.{r['run']}.format_last_quarter", r["format_last_quarter"])
-for r in t_test.to_dict("records"):
-    record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.ndcg10", r["nDCG@10"])
-    record(f"test.{r['dataset']}.{r['retriever']}.{r['method']}.modified", r["modified"])
-trained_05 = t_test[t_test.method.str.startswith("trained-")]
-modes = sorted({m.rsplit("-", 1)[-1] for m in trained_05.method})
-extra = [f"The trained rewriters changed {trained_05.modified.min():.0%}-"
-         f"{trained_05.modified.max():.0%} of the test claims ({', '.join(modes)} mode); "
-         "the untrained rows with the same prompts are their second baseline."]
+for key, value in V.result_records(t_train, t_test).items():
+    record(key, value)
 display(Markdown(what_we_found(t_cmp, notebook="05_vanilla_rl", tables_dir=tables_dir,
-                               health=HEALTH, extra=extra)))
+                               health=HEALTH, extra=[V.modified_sentence(t_test)])))

@@ -76,9 +76,12 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 #
 # Settings are far smaller than the paper's (Qwen2.5-3B, batch 256, 3 epochs of Stage I and
 # 6 of Stage II over about half of HotpotQA's 90k training questions, App. A): the profile name is drawn on every figure.
+#
+# **What you will learn:** how Stage I's reward treats a split, why most training
+# questions leave nothing to learn, how a cold start can seed useful splits, and how to read
+# a run's curves for whether it learned anything at all.
 
 # %%
-import json
 import time
 
 from qrlib import session
@@ -89,24 +92,20 @@ S = session.start("06_acqo_stage1", run_dir=run_dir, figures_dir=figures_dir, ta
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown
 
-from qrlib.data import datasets as qdata
 from qrlib import plots
-from qrlib.generation import policy, prompts
-from qrlib.retrieval import retrievers as retrieval
-from qrlib.methods.acqo.artifacts import Stage1Record
-from qrlib.methods.acqo.curriculum import (SubqueryProbe, generate_decompositions,
-                                           rejection_targets, weaker_share)
-from qrlib.methods.bandits.decompose import heuristic_split
-from qrlib.rl.env import RewardEnv
-from qrlib.eval.scale import fmt_scale, log_scale
-from qrlib.generation.parsing import parse_completion
-from qrlib.rl.train import load_config, sft_target, train
 from qrlib.core.io import save_json, save_table
+from qrlib.data import datasets as qdata
+from qrlib.generation import prompts
+from qrlib.methods.acqo import stage1_study as st1
+from qrlib.methods.acqo import study
+from qrlib.methods.acqo.artifacts import Stage1Record
+from qrlib.rl.health import health_report
+from qrlib.rl.train import load_config, train
+from qrlib.workbook.findings import scoreboard_sentence
 
 print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
 
@@ -117,7 +116,8 @@ print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}"
 # `PROVENANCE.md`: both splits are fixed by a hash of the question id, so the test
 # questions used in notebook 07 are never trained on). Both sets are pooled into one
 # training set over the union of their paragraph corpora; in small profiles each corpus is
-# cut to the judged paragraphs of the chosen questions plus `n_distractors` others.
+# cut to the judged paragraphs of the chosen questions plus `n_distractors` others. The
+# prompt the policy sees is printed last.
 
 # %%
 TRAIN_ROWS, CORPUS, QRELS, SIZES = qdata.pooled_subsets(
@@ -126,9 +126,8 @@ TRAIN_ROWS, CORPUS, QRELS, SIZES = qdata.pooled_subsets(
 for name, (nq, nd) in SIZES.items():
     print(f"{name}: {nq} training questions, {nd} paragraphs")
 print(f"pooled: {len(TRAIN_ROWS)} questions, {len(CORPUS)} paragraphs")
-template = prompts.get(prompt)
-print(f"--- prompt {prompt} ({template.source})")
-print(prompts.render(template, context="", question=TRAIN_ROWS[0]["question"])[-1]["content"])
+print(f"--- prompt {prompt} ({prompts.get(prompt).source})")
+print(prompts.render(prompts.get(prompt), context="", question=TRAIN_ROWS[0]["question"])[-1]["content"])
 
 # %% [markdown]
 # ## 2. Reward environment
@@ -141,38 +140,25 @@ print(prompts.render(template, context="", question=TRAIN_ROWS[0]["question"])[-
 #
 # `SubqueryProbe` adds to each rollout's record the nDCG@10 of its best *single*
 # sub-query, so the log can draw ACQO Fig. 4: fused list vs best single sub-query.
+#
+# Four answers to the first training question show the reward: the question as it is, the
+# question plus one extra sub-query (by Eq. 6 it can only score as high or higher, since
+# the subset without the extra query is also scored), four sub-queries and no JSON. The
+# last two break the format and should get $\delta = -1$ (Eq. 5).
 
 # %%
-RETRIEVERS = {}  # one index per retriever kind, shared by the demo and the training run
-
-
-def make_retriever(kind):
-    if kind not in RETRIEVERS:
-        RETRIEVERS[kind] = (
-            retrieval.build_retriever("bm25", CORPUS, k1=1.2, b=0.75) if kind == "bm25" else
-            retrieval.build_retriever("dense", CORPUS, index="hnsw", hnsw_m=hnsw_m,
-                                      ef_construction=hnsw_ef_construction,
-                                      cache_dir=cache_dir, show_progress=False))
-    return RETRIEVERS[kind]
+RETRIEVERS = {kind: study.train_retriever(kind, CORPUS, cache_dir=cache_dir, hnsw_m=hnsw_m,
+                                          ef_construction=hnsw_ef_construction)
+              for kind in retrievers}  # one index per retriever kind, shared by every step below
 
 
 def make_env(kind):
-    env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage1", fmt="acqo",
-                    k=reward_k, max_subqueries=3, lenient=True, eta=eta, delta=delta)
-    return SubqueryProbe(env, k=10)
+    return st1.stage1_env(RETRIEVERS[kind], QRELS, reward_k=reward_k, eta=eta, delta=delta)
 
 
-demo_env = make_env(retrievers[0])
-r0 = TRAIN_ROWS[0]
-demo = [f'{{"query": "{r0["question"]}"}}',
-        f'{{"query": "{r0["question"]}%%{r0["question"].split()[-1]}"}}',
-        '{"query": "a%%b%%c%%d"}', "no JSON at all"]
-DEMO_REWARDS = demo_env(None, demo, qid=[r0["qid"]] * 4, query=[r0["question"]] * 4)
+DEMO_REWARDS, demo_table = st1.demo_rewards(make_env(retrievers[0]), TRAIN_ROWS[0])
 print(DEMO_REWARDS)
-record("demo.four_subqueries_reward", DEMO_REWARDS[2])  # > 3 sub-queries: format failure
-record("demo.no_json_reward", DEMO_REWARDS[3])
-pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
-                                "part_fused_ndcg@10", "part_best_sub_ndcg@10"]]
+demo_table
 
 # %% [markdown]
 # ### Stage I's questions: the weaker share (ACQO App. B)
@@ -187,17 +173,9 @@ pd.DataFrame(demo_env.records)[["queries", "format_ok", "gold_ranks", "reward",
 
 # %%
 STAGE1_ROWS, RAW_STAGE1 = {}, {}
-for kind in retrievers:
-    raw_env = make_env(kind).env  # Stage I's own reward, without the probe
-    RAW_STAGE1[kind] = dict(zip([r["qid"] for r in TRAIN_ROWS], raw_env.score(
-        [sft_target(r["question"], "acqo") for r in TRAIN_ROWS], [r["qid"] for r in TRAIN_ROWS])))
-    keep = set(weaker_share(RAW_STAGE1[kind], stage1_share))
-    STAGE1_ROWS[kind] = [r for r in TRAIN_ROWS if r["qid"] in keep]
-    kept = [RAW_STAGE1[kind][q] for q in keep]
-    print(f"{kind}: Stage I trains on {len(keep)} of {len(TRAIN_ROWS)} questions; the raw "
-          f"question's reward {np.mean(kept):.3f} on them, "
-          f"{np.mean(list(RAW_STAGE1[kind].values())):.3f} on all")
-    record(f"{kind}.stage1_questions", len(keep))
+for kind in retrievers:  # Stage I's own reward, without the probe
+    STAGE1_ROWS[kind], RAW_STAGE1[kind] = st1.weaker_rows(make_env(kind).env, TRAIN_ROWS,
+                                                          stage1_share, label=kind)
 POOL = [r for r in TRAIN_ROWS if any(r in rows for rows in STAGE1_ROWS.values())]
 
 # %% [markdown]
@@ -207,7 +185,7 @@ POOL = [r for r in TRAIN_ROWS if any(r in rows for rows in STAGE1_ROWS.values())
 # often, but the fused list of its sub-queries is on average worse than the question
 # itself (a probe of 0.5B samples), so RL starts far from anything worth reinforcing. ACQO trains a
 # 3B model from scratch; at our scale we seed it the way rejection-sampling fine-tuning
-# does (the issue's third lever; ACQO Table 9 is the related SFT baseline):
+# does (ACQO Table 9 is the related SFT baseline):
 #
 # 1. the untrained model samples `warm_start_samples` decompositions of every training
 #    question;
@@ -235,75 +213,25 @@ POOL = [r for r in TRAIN_ROWS if any(r in rows for rows in STAGE1_ROWS.values())
 WARM_ROWS = {kind: list(STAGE1_ROWS[kind]) for kind in retrievers}
 WARM_TABLE, TARGETS, SFT_QUESTIONS = pd.DataFrame(), {}, {}
 if warm_start_samples:
-    m, tok = policy.load_policy(model)
-    t0 = time.perf_counter()
-    ROLLS = generate_decompositions(m, tok, POOL, prompt, prefill=prefill,
-                                    n=warm_start_samples, do_sample=True,
-                                    temperature=warm_start_temperature, top_p=top_p,
-                                    max_new_tokens=max_completion_length, stop=list(stop),
-                                    seed=seed, autocast=gen_autocast)
-    gen_s = time.perf_counter() - t0
-    del m
-    CANDS = [dict(r, rule=False) for r in ROLLS]
-    if warm_start_rule_candidate:  # the model-free split, in the answer format of the prompt
-        for r in POOL:
-            subs = list(dict.fromkeys([r["question"]] + heuristic_split(r["question"], 2)))[:3]
-            if len(subs) > 1:
-                CANDS.append({"qid": r["qid"], "completion": json.dumps(
-                    {"query": "%%".join(subs)}, ensure_ascii=False), "format_ok": True,
-                    "subqueries": subs, "rule": True})
+    ROLLS, CANDS, gen_s = st1.sample_candidates(
+        model, POOL, prompt, n=warm_start_samples, rule=warm_start_rule_candidate,
+        prefill=prefill, temperature=warm_start_temperature, top_p=top_p,
+        max_new_tokens=max_completion_length, stop=list(stop), seed=seed, autocast=gen_autocast)
     rows_w = []
     for kind in retrievers:
-        env = RewardEnv(make_retriever(kind), QRELS, reward="acqo_stage2", fmt="acqo",
-                        k=reward_k, max_subqueries=3, lenient=False, eta=eta, delta=delta,
-                        lam=0.0, k_star=0)
-        rows_k = STAGE1_ROWS[kind]  # this retriever's Stage I questions
-        mine = {r["qid"] for r in rows_k}
-        CANDS_K = [c for c in CANDS if c["qid"] in mine]
-        all_scores = env.score([c["completion"] for c in CANDS_K], [c["qid"] for c in CANDS_K])
-        scores = [w for c, w in zip(CANDS_K, all_scores) if not c["rule"]]  # the model's own
-        qids = [r["qid"] for r in rows_k]
-        copies = env.score([sft_target(r["question"], "acqo") for r in rows_k], qids)
-        TARGETS[kind] = targets = rejection_targets(
-            [{**c, "reward": w} for c, w in zip(CANDS_K, all_scores)], dict(zip(qids, copies)))
-        rule_of = {c["qid"]: c["completion"] for c in CANDS_K if c["rule"]}
-        WARM_ROWS[kind] = [{**r, "sft_target": targets[r["qid"]]["completion"]
-                            or (sft_target(r["question"], "acqo") if warm_start_copy_targets
-                                else "")} for r in rows_k]
-        chosen = [t for t in targets.values() if t["sampled"]]
-        n_rule = sum(t["completion"] == rule_of.get(q) for q, t in targets.items() if t["sampled"])
-        n_sub = [len(r["subqueries"]) for r in ROLLS if r["format_ok"]]
-        rows_w.append({
-            "retriever": kind, "questions": len(targets), "samples": len(ROLLS),
-            "format-valid samples": np.mean([r["format_ok"] for r in ROLLS]),
-            "sub-queries per valid sample": np.mean(n_sub) if n_sub else 0.0,
-            "mean sample score": float(np.mean(scores)),
-            "question-as-is score": float(np.mean(copies)),
-            "questions with a target": len(chosen),
-            "target is a sample": (len(chosen) - n_rule) / len(targets),
-            "target is the rule split": n_rule / len(targets),
-            "copy targets in SFT": (len(targets) - len(chosen)) if warm_start_copy_targets else 0,
-            **{f"targets with {n} sub-quer{'y' if n == 1 else 'ies'}":
-               sum(len(parse_completion(t["completion"], "acqo", lenient=True).queries) == n
-                   for t in chosen) for n in (1, 2, 3)},
-            "mean gain of chosen samples": float(np.mean([t["gain"] for t in chosen])) if chosen else 0.0,
-            "generation s": round(gen_s, 1)})
-        save_json(targets, out_dir / f"warm_start_targets_{kind}.json")
-        SFT_QUESTIONS[kind] = sum(t["sampled"] for t in targets.values())
+        env = st1.copy_env(RETRIEVERS[kind], QRELS, reward_k=reward_k, eta=eta, delta=delta)
+        TARGETS[kind], WARM_ROWS[kind], row = st1.choose_targets(
+            STAGE1_ROWS[kind], CANDS, ROLLS, env, copy_targets=warm_start_copy_targets)
+        rows_w.append({"retriever": kind, **row, "generation s": round(gen_s, 1)})
+        save_json(TARGETS[kind], out_dir / f"warm_start_targets_{kind}.json")
+        SFT_QUESTIONS[kind] = sum(t["sampled"] for t in TARGETS[kind].values())
     WARM_TABLE = pd.DataFrame(rows_w)
-    for _, r in WARM_TABLE.iterrows():
-        record(f"{r.retriever}.warm.target_is_sample", r["target is a sample"])
-        record(f"{r.retriever}.warm.format_valid", r["format-valid samples"])
     save_table(WARM_TABLE, "06_warm_start", tables_dir,
                caption=f"Rejection-sampling cold start: {warm_start_samples} sampled "
                        f"decompositions per training question (untrained {model}), scored "
                        f"by the fused list of all sub-queries; a question's SFT target is its "
                        f"best sample when that beats the question as it is; profile {profile}")
-    # a few questions whose target is a sampled decomposition (first retriever)
-    first = TARGETS[retrievers[0]]
-    display(pd.DataFrame([{"question": r["question"], "target": first[r["qid"]]["completion"],
-                           "gain over the question as is": first[r["qid"]]["gain"]}
-                          for r in STAGE1_ROWS[retrievers[0]] if first[r["qid"]]["sampled"]][:n_examples]))
+    display(st1.target_examples(STAGE1_ROWS[retrievers[0]], TARGETS[retrievers[0]], n_examples))
 WARM_TABLE
 
 # %% [markdown]
@@ -316,6 +244,7 @@ WARM_TABLE
 # without any the untrained model copies the question and most groups of rollouts have
 # identical rewards (62 % of groups in a probe), from which GRPO learns nothing; with a
 # single three-part example it splits nearly every question in three, whatever helps.
+# The run's record (`Stage1Record`) hands the adapters and settings to notebook 07.
 
 # %%
 SUMMARIES, CONFIGS = {}, {}
@@ -335,11 +264,11 @@ for kind in retrievers:
     CONFIGS[kind] = cfg.name
     print(kind, {k: s[k] for k in ("steps", "train_seconds", "dtype", "dynamic_sampling")})
 _ = Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, prefill=prefill,
-             train_datasets=train_datasets, corpus_ids=sorted(CORPUS), eta=eta, delta=delta,
-             reward_k=reward_k, n_distractors=n_distractors,
-             max_completion_length=max_completion_length,
-             warm_start_samples=warm_start_samples, sft_steps=sft_steps,
-             sft_questions=SFT_QUESTIONS).save(out_dir)
+                 train_datasets=train_datasets, corpus_ids=sorted(CORPUS), eta=eta, delta=delta,
+                 reward_k=reward_k, n_distractors=n_distractors,
+                 max_completion_length=max_completion_length,
+                 warm_start_samples=warm_start_samples, sft_steps=sft_steps,
+                 sft_questions=SFT_QUESTIONS).save(out_dir)
 
 # %% [markdown]
 # ### Training health
@@ -351,11 +280,8 @@ _ = Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, pref
 # copy or echo share is above 0.9 over its last quarter of steps.
 
 # %%
-from qrlib.rl.health import health_report
-
-HEALTH, health_lines = health_report(SUMMARIES, "06_health",
-                                     tables_dir=tables_dir, figures_dir=figures_dir,
-                                     profile=profile, setting=model)
+HEALTH, health_lines = health_report(SUMMARIES, "06_health", tables_dir=tables_dir,
+                                     figures_dir=figures_dir, profile=profile, setting=model)
 print("\n".join(health_lines))
 
 # %% [markdown]
@@ -372,63 +298,19 @@ print("\n".join(health_lines))
 
 # %%
 LOGS = {k: pd.read_csv(run_dir / "rl" / CONFIGS[k] / "log.csv") for k in retrievers}
-fig, axes = plt.subplots(1, 5, figsize=(21, 3.6))
-for i, (kind, log) in enumerate(LOGS.items()):
-    c = f"C{i}"
-    axes[0].plot(log.step, log.reward, color=c, alpha=0.35)
-    axes[0].plot(log.step, log.reward.rolling(4, min_periods=1).mean(), color=c, label=kind)
-    if "part/n_sub" in log:
-        axes[1].plot(log.step, log["part/n_sub"].rolling(4, min_periods=1).mean(), color=c,
-                     label=kind)
-    if "part/fused_ndcg@10" in log:
-        axes[2].plot(log.step, log["part/fused_ndcg@10"].rolling(4, min_periods=1).mean(),
-                     color=c, label=f"{kind}: fused list")
-    if "part/best_sub_ndcg@10" in log:
-        axes[2].plot(log.step, log["part/best_sub_ndcg@10"].rolling(4, min_periods=1).mean(),
-                     color=c, ls="--", label=f"{kind}: best single sub-query")
-    axes[3].plot(log.step, log.frac_reward_zero_std.rolling(4, min_periods=1).mean(), color=c,
-                 label=kind)
-    axes[4].plot(log.step, log.format_valid.rolling(4, min_periods=1).mean(), color=c,
-                 label=kind)
-axes[3].set(xlabel="training step", ylabel="groups with zero reward spread", ylim=(-0.05, 1.05))
-axes[4].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
-axes[0].set(xlabel="training step", ylabel="Stage I reward G(I) (rolling mean of 4)")
-axes[1].set(xlabel="training step", ylabel="sub-queries per rollout")
-axes[2].set(xlabel="training step", ylabel="nDCG@10 (rolling mean of 4)")
-for ax in axes:
-    if ax.get_legend_handles_labels()[0]:
-        plots.legend_outside(ax, where="below")
-fig.tight_layout()
-_ = plots.save_figure(fig, "06_stage1_curves", figures_dir,
-                  caption="ACQO Stage I training curves: reward, sub-queries per rollout, fused "
-                          "vs best single sub-query nDCG@10 (ACQO Fig. 4), share of groups "
-                          "with zero reward spread, format validity",
-                  profile=profile,
-                  setting=f"{'+'.join(train_datasets)} train, {model}; from the logs: "
-                          + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
+_ = plots.save_figure(st1.curves_figure(LOGS), "06_stage1_curves", figures_dir,
+                      caption="ACQO Stage I training curves: reward, sub-queries per rollout, fused "
+                              "vs best single sub-query nDCG@10 (ACQO Fig. 4), share of groups "
+                              "with zero reward spread, format validity",
+                      profile=profile, setting=f"{'+'.join(train_datasets)} train, {model}; "
+                                               f"from the logs: {study.logs_setting(LOGS)}")
+
+# %% [markdown]
+# The same curves in numbers, first against last quarter of the steps: a run that learned
+# shows a higher reward and fused nDCG@10 in its last quarter.
 
 # %%
-rows = []
-for kind, log in LOGS.items():
-    q = max(1, len(log) // 4)
-    first, last = log.head(q), log.tail(q)
-    for label, part in (("first quarter", first), ("last quarter", last)):
-        rows.append({"retriever": kind, "steps": label,
-                     "reward": part.reward.mean(),
-                     "sub-queries": part.get("part/n_sub", pd.Series(dtype=float)).mean(),
-                     "fused nDCG@10": part.get("part/fused_ndcg@10", pd.Series(dtype=float)).mean(),
-                     "best single nDCG@10": part.get("part/best_sub_ndcg@10",
-                                                     pd.Series(dtype=float)).mean(),
-                     "format valid": part.format_valid.mean(),
-                     "zero-spread groups": part.frac_reward_zero_std.mean(),
-                     "s/step": part.step_seconds.mean()})
-CURVE_TABLE = pd.DataFrame(rows)
-for _, r in CURVE_TABLE.iterrows():
-    tag = "first" if r.steps.startswith("first") else "last"
-    record(f"{r.retriever}.{tag}.reward", r.reward)
-    record(f"{r.retriever}.{tag}.sub_queries", r["sub-queries"])
-for kind in retrievers:
-    record(f"{kind}.steps", SUMMARIES[kind]["steps"])
+CURVE_TABLE = st1.curve_summary(LOGS)
 save_table(CURVE_TABLE, "06_stage1_curve_summary", tables_dir,
            caption=f"ACQO Stage I, first vs last quarter of training; profile {profile}")
 CURVE_TABLE
@@ -439,15 +321,8 @@ CURVE_TABLE
 # A few rollouts of the last steps, with their Stage I reward.
 
 # %%
-samples = []
-for kind in retrievers:
-    path = run_dir / "rl" / CONFIGS[kind] / "samples.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines()[-n_examples:]:
-        s = json.loads(line)
-        samples.append({"retriever": kind, "step": s["step"], "question": s["query"],
-                        "completion": s["completion"], "reward": s["reward"]})
 pd.set_option("display.max_colwidth", 160)
-pd.DataFrame(samples)
+st1.last_rollouts(run_dir, CONFIGS, n_examples)
 
 # %% [markdown]
 # ## What we found
@@ -455,24 +330,22 @@ pd.DataFrame(samples)
 # Built from `06_stage1_curve_summary` and `06_health` of this run:
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.workbook.findings import scoreboard_sentence
-
-sentences = []
-for kind in retrievers:
-    t = CURVE_TABLE[CURVE_TABLE.retriever == kind].set_index("steps")
-    f, l = t.loc["first quarter"], t.loc["last quarter"]
-    sentences.append(
-        f"With {kind}, Stage I's mean reward went from {f.reward:.3f} to {l.reward:.3f} between "
-        f"the first and the last quarter of training, the sub-queries per rollout from "
-        f"{f['sub-queries']:.2f} to {l['sub-queries']:.2f}, and the fused nDCG@10 of the "
-        f"training questions from {f['fused nDCG@10']:.3f} to {l['fused nDCG@10']:.3f} (best "
-        f"single sub-query {f['best single nDCG@10']:.3f} to {l['best single nDCG@10']:.3f}).")
-collapsed = HEALTH[HEALTH.collapsed.astype(bool)] if len(HEALTH) else HEALTH
-sentences.append(f"{len(collapsed)} of {len(HEALTH)} Stage I runs collapsed into copying the "
-                 "question or the prompt's example." if len(HEALTH) else "No run trained here.")
-sentences.append("These are training-set numbers: whether the decomposer helps on held-out "
-                 "questions is notebook 07's comparison.")
 board = scoreboard_sentence("06_acqo_stage1", tables_dir)
+sentences = st1.findings_sentences(CURVE_TABLE, HEALTH, retrievers)
 display(Markdown(" ".join(sentences[:5] + ([board] if board else []))))
+
+# %% [markdown]
+# The last cell stores the numbers the tests read (the format gate, the questions and
+# steps of each run, the cold start's shares, the first and last quarter); it prints nothing.
+
+# %%
+record("demo.four_subqueries_reward", DEMO_REWARDS[2])  # > 3 sub-queries: format failure
+record("demo.no_json_reward", DEMO_REWARDS[3])
+for kind in retrievers:
+    record(f"{kind}.stage1_questions", len({r["qid"] for r in STAGE1_ROWS[kind]}))
+    record(f"{kind}.steps", SUMMARIES[kind]["steps"])
+for _, r in WARM_TABLE.iterrows():
+    record(f"{r.retriever}.warm.target_is_sample", r["target is a sample"])
+    record(f"{r.retriever}.warm.format_valid", r["format-valid samples"])
+for key, value in st1.curve_records(CURVE_TABLE).items():
+    record(key, value)

@@ -69,11 +69,19 @@ eval_autocast = False  # bf16 autocast of the greedy test rewriting (faster, but
 # Everything is compared with the raw query on the same test queries, with 95%
 # paired-bootstrap intervals. Settings are far below the papers' (Qwen3-4B, BGE-base,
 # 4,096-token budget); the profile is stamped on every figure and caption.
+#
+# After this notebook you can say:
+#
+# 1. how far an oracle choosing among N sampled rewrites gets above the raw query, per
+#    prompt family (section 1);
+# 2. whether the trained rewards order as the paper says (SCS, CRS > Direct > unguided)
+#    on this run's test queries (section 2);
+# 3. why CRS, read as the paper writes it, cannot train differently from Direct under GRPO.
+#
+# The pipeline lives in `qrlib.methods.sage`: `pools` (section 1), `pipeline` and `study`
+# (section 2).
 
 # %%
-import gc
-import time
-
 from qrlib import session
 
 S = session.start("08_sage", run_dir=run_dir, figures_dir=figures_dir, tables_dir=tables_dir,
@@ -82,37 +90,20 @@ run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S
                                                      S.out_dir, S.record)
 
 import matplotlib.pyplot as plt
-import pandas as pd
 import torch
+from IPython.display import Markdown
 
-from qrlib.data import datasets as qdata
 from qrlib import plots
-from qrlib.generation import policy, rewrite
-from qrlib.retrieval import retrievers as retrieval
-from qrlib.rl import rewards
-from qrlib.methods.sage.bestofn import best_of_n_curve, best_of_n_per_query, best_share
-from qrlib.generation.prompts import REGISTRY, as_template
-from qrlib.methods.sage import pipeline as sage
-from qrlib.eval.compare import compare, comparison_table, describe
-from qrlib.eval import curves
-from qrlib.eval.stats import fmt_interval
-from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.core.io import save_json, save_table
+from qrlib.eval import curves
+from qrlib.eval.compare import comparison_table
+from qrlib.generation.prompts import REGISTRY, as_template
+from qrlib.methods.sage import pipeline as sage, pools, study
+from qrlib.rl.health import health_report
+from qrlib.workbook.findings import what_we_found
 
 print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
-
-RETRIEVERS = {}
-
-
-def get_retriever(ds, kind):
-    """One index per (collection cut, retriever kind), built once."""
-    key = (ds.name, len(ds.corpus), kind)
-    if key not in RETRIEVERS:
-        kw = ({"cache_dir": cache_dir, "show_progress": False, "model": dense_model}
-              if kind == "dense" else {})
-        RETRIEVERS[key] = retrieval.build_retriever(kind, ds.corpus, **kw)
-    return RETRIEVERS[key]
-
+RETR = study.Retrievers(cache_dir=cache_dir, dense_model=dense_model)  # one index per cut and kind
 
 # %% [markdown]
 # ## 1. Strategy-guided prompting and best-of-N scaling (SAGE Sec. 3.1, Fig. 3)
@@ -133,110 +124,46 @@ def get_retriever(ds, kind):
 #    \binom{j-1}{N-1}\Big/\binom{M}{N}, $$
 #
 # with $s_{(1)}\le\dots\le s_{(M)}$ the pool's nDCG@10 sorted (`qrlib.methods.sage.bestofn`).
+# The pools must hold at least the largest N; the cell prints their sizes and one
+# strategy prompt as the model reads it.
 
 # %%
-FAMILIES = {
-    "SAGE strategies": [f"sage/s{i}" for i in range(1, 6)],
-    "DMQR-RAG": [n for n in REGISTRY if n.startswith("dmqr/")],
-    "generic": ["generic/rewrite"],
-}
-POOL = {f: (bon_generic_samples if f == "generic" else bon_samples_per_prompt)
-        for f in FAMILIES}
-for fam, names in FAMILIES.items():
-    size = POOL[fam] * len(names)
-    assert max(bon_ns) <= size, (f"bon_ns goes to {max(bon_ns)} but the {fam} pool has only "
-                                 f"{size} rewrites; raise bon_samples_per_prompt")
-    print(f"{fam}: {len(names)} prompt(s) x {POOL[fam]} samples = pool {size}")
+FAMILIES = pools.prompt_families(REGISTRY)
+POOL = pools.pool_sizes(FAMILIES, bon_samples_per_prompt, bon_generic_samples, max(bon_ns))
+print(pools.describe_pools(FAMILIES, POOL))
 print("\n--- sage/s3 as the model sees it:\n" + as_template("sage/s3").user.format(query="<query>"))
 
-# %%
-BON_DATA = {}
-for name in bon_datasets:
-    ds = qdata.load_dataset(name, "test", data_dir=data_dir)
-    BON_DATA[name] = qdata.subset(ds, n_queries=bon_n_queries, n_distractors=bon_n_distractors,
-                                  seed=seed)
-    print(f"{name}: {len(BON_DATA[name].queries)} test queries, {len(BON_DATA[name].corpus)} docs")
+# %% [markdown]
+# The untrained policy samples every pool at temperature `bon_temperature` (prompt $j$ of a
+# family seeded `seed + 1000 j`); on a CPU this is the slow step of section 1.
 
-t0 = time.perf_counter()
-pol, tok = policy.load_policy(model)
-SAMPLES = []
-for name, ds in BON_DATA.items():
-    for fam, names in FAMILIES.items():
-        for j, pname in enumerate(names):
-            df = rewrite.sample_rewrites(pol, tok, ds.queries, pname, POOL[fam],
-                                         max_new_tokens=bon_max_new_tokens,
-                                         temperature=bon_temperature,
-                                         batch_size=bon_batch_size, seed=seed + 1000 * j)
-            df["dataset"], df["family"], df["prompt"] = name, fam, pname
-            SAMPLES.append(df)
-del pol
-gc.collect()
-SAMPLES = pd.concat(SAMPLES, ignore_index=True)
-bon_gen_seconds = time.perf_counter() - t0
-print(f"{len(SAMPLES)} sampled rewrites in {bon_gen_seconds:.0f}s "
-      f"({bon_gen_seconds / len(SAMPLES):.2f}s each)")
+# %%
+BON_DATA = pools.load_cuts(bon_datasets, n_queries=bon_n_queries,
+                           n_distractors=bon_n_distractors, seed=seed, data_dir=data_dir)
+SAMPLES = pools.sample_pools(model, BON_DATA, FAMILIES, POOL, max_new_tokens=bon_max_new_tokens,
+                             temperature=bon_temperature, batch_size=bon_batch_size, seed=seed)
 
 # %% [markdown]
 # Every sampled rewrite is searched with every retriever and scored against the qrels
 # (nDCG@10); a completion that yields no query is searched as the raw query (so a format
 # failure can never score below the raw query in the *pool*, but it is counted in the
-# format column).
+# format column). Best-of-1 is the mean sampled rewrite; the curve can only rise with N.
 
 # %%
-SCORED = []
-for name, ds in BON_DATA.items():
-    sel = SAMPLES[SAMPLES.dataset == name]
-    for kind in bon_retrievers:
-        retr = get_retriever(ds, kind)
-        ranked = retr.search(sel.search_text.tolist(), 10)
-        raw_rank = dict(zip(ds.queries, retr.search(list(ds.queries.values()), 10)))
-        s = sel.assign(retriever=kind, ndcg=[rewards.ndcg_at_k(r, ds.qrels[q], 10)
-                                             for r, q in zip(ranked, sel.qid)])
-        s["raw"] = s.qid.map({q: rewards.ndcg_at_k(raw_rank[q], ds.qrels[q], 10)
-                              for q in ds.queries})
-        SCORED.append(s)
-SCORED = pd.concat(SCORED, ignore_index=True)
-
-rows = []
-for (name, kind, fam), g in SCORED.groupby(["dataset", "retriever", "family"]):
-    pools = {q: gg.ndcg.tolist() for q, gg in g.groupby("qid")}
-    raw = g.groupby("qid").raw.first()
-    for n, v in best_of_n_curve(pools, bon_ns).items():
-        rows.append({"dataset": name, "retriever": kind, "family": fam, "N": n,
-                     "best-of-N nDCG@10": v, "raw nDCG@10": raw.mean(),
-                     "mean sample nDCG@10": g.ndcg.mean(), "format ok": g.format_ok.mean(),
-                     "queries": len(pools)})
-BON = pd.DataFrame(rows)
-save_table(BON.round(4), "08_best_of_n", tables_dir,
-           caption=("Best-of-N nDCG@10 (exact expectation over draws of N rewrites from each "
-                    "query's pool; oracle choice with the qrels) per prompt family"))
-for _, r in BON[BON.N == max(bon_ns)].iterrows():
-    record(f"bon.{r.dataset}.{r.retriever}.{r.family}.best_of_{r.N}", r["best-of-N nDCG@10"])
-    record(f"bon.{r.dataset}.{r.retriever}.raw", r["raw nDCG@10"])
+SCORED = pools.score_pools(SAMPLES, BON_DATA, RETR, bon_retrievers)
+BON = pools.best_of_n_table(SCORED, bon_ns)
+save_table(BON.round(4), "08_best_of_n", tables_dir, caption=pools.CAPTIONS["08_best_of_n"])
 BON[BON.N.isin([1, max(bon_ns)])].round(3)
 
+# %% [markdown]
+# The same numbers as SAGE Fig. 3 draws them, one panel per dataset and retriever; the
+# dashed line is the raw query.
+
 # %%
-fig, axes = plt.subplots(len(bon_datasets), len(bon_retrievers),
-                         figsize=(4.2 * len(bon_retrievers), 3.2 * len(bon_datasets)),
-                         squeeze=False)
-fam_color = {f: f"C{i}" for i, f in enumerate(FAMILIES)}
-for i, name in enumerate(bon_datasets):
-    for j, kind in enumerate(bon_retrievers):
-        ax = axes[i][j]
-        sel = BON[(BON.dataset == name) & (BON.retriever == kind)]
-        for fam, g in sel.groupby("family"):
-            ax.plot(g.N, g["best-of-N nDCG@10"], marker="o", color=fam_color[fam], label=fam)
-        ax.axhline(sel["raw nDCG@10"].iloc[0], color="k", ls="--", lw=1, label="raw query")
-        ax.set_xscale("log", base=2)
-        ax.set(title=f"{name} · {kind}", xlabel="N rewrites", ylabel="best-of-N nDCG@10")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0][0].get_legend_handles_labels(), title="prompt family")
-setting_bon = (f"{model}, {bon_n_queries} test queries/dataset, corpus "
-               f"{'full' if bon_n_distractors is None else f'judged+{bon_n_distractors}'}")
-_ = plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile, setting=setting_bon,
-                  caption=("Best-of-N nDCG@10 of SAGE's strategy prompts vs DMQR-RAG strategies "
-                           "vs a generic rewrite prompt (SAGE Fig. 3's analysis; paper: Qwen3 "
-                           "0.6-8B, BGE-base / Contriever, full BEIR test sets)"))
+fig = pools.best_of_n_figure(BON, bon_datasets, bon_retrievers, list(FAMILIES))
+_ = plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile,
+                      setting=pools.bon_setting(model, bon_n_queries, bon_n_distractors),
+                      caption=pools.CAPTIONS["08_best_of_n_figure"])
 
 # %% [markdown]
 # ### Do the families separate? Paired intervals over the test queries
@@ -248,33 +175,10 @@ _ = plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile, setting
 # are not a deployable rewriter.
 
 # %%
-PER_Q_BON, cmp_bon = {}, []
-for (name, kind, fam), g in SCORED.groupby(["dataset", "retriever", "family"]):
-    pools = {q: gg.ndcg.tolist() for q, gg in g.groupby("qid")}
-    for n in sorted({1, max(bon_ns)}):
-        PER_Q_BON[name, kind, fam, n] = best_of_n_per_query(pools, n)
-    PER_Q_BON[name, kind, "raw query", 0] = g.groupby("qid").raw.first().to_dict()
-for (name, kind, fam, n), per_q in PER_Q_BON.items():
-    if fam == "raw query":
-        continue
-    label = f"{fam}, best of {n}" + (" (oracle)" if n > 1 else "")
-    others = [("raw query", 0, "raw query", "baseline")] + [
-        (f2, n, f"{f2}, best of {n}" + (" (oracle)" if n > 1 else ""), "untrained")
-        for f2 in list(FAMILIES)[list(FAMILIES).index(fam) + 1:]]  # SAGE first, as in Fig. 3
-    for f2, n2, base_label, bkind in others:
-        cmp_bon.append(compare(per_q, PER_Q_BON[name, kind, f2, n2], paper="sage", dataset=name,
-                               retriever=kind, metric="nDCG@10", method=label, kind="untrained",
-                               baseline=base_label, baseline_kind=bkind, resamples=bootstrap,
-                               seed=seed))
-BON_CMP = comparison_table(cmp_bon)
+BON_CMP = pools.family_comparisons(SCORED, list(FAMILIES), (1, max(bon_ns)),
+                                   resamples=bootstrap, seed=seed)
 save_table(BON_CMP.round(4), "08_best_of_n_comparisons", tables_dir,
-           caption=("Best-of-N nDCG@10 of each prompt family against the raw query and against "
-                    "the other families, at N = 1 and the largest N (per-query expected "
-                    "best-of-N, 95% paired bootstrap over the test queries; the "
-                    "qrlib.eval.compare schema)"))
-for _, r in BON_CMP.iterrows():
-    record(f"bon.{r.dataset}.{r.retriever}.{r.method} minus {r.baseline}",
-           [r["diff"], r.lo, r.hi])
+           caption=pools.CAPTIONS["08_best_of_n_comparisons"])
 BON_CMP[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi", "wins", "losses",
          "test queries"]].round(3)
 
@@ -286,35 +190,17 @@ BON_CMP[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi", "wins
 # scores strictly above the raw query: headroom a learned strategy choice could exploit.
 
 # %%
-rows = []
-for (name, kind, fam), g in SCORED.groupby(["dataset", "retriever", "family"]):
-    share = {}
-    for _, gg in g.groupby("qid"):
-        for lab, v in best_share(gg.ndcg.tolist(), gg.prompt.tolist()).items():
-            share[lab] = share.get(lab, 0.0) + v
-    nq = g.qid.nunique()
-    beats = (g.groupby("qid").ndcg.max() > g.groupby("qid").raw.first() + 1e-9).mean()
-    for lab, v in sorted(share.items()):
-        rows.append({"dataset": name, "retriever": kind, "family": fam, "prompt": lab,
-                     "best share": v / nq, "family beats raw": beats})
-STRAT = pd.DataFrame(rows)
+STRAT = pools.strategy_best_share(SCORED)
 save_table(STRAT.round(3), "08_strategy_best_share", tables_dir,
-           caption=("Share of queries where each prompt (strategy) gave its family's best "
-                    "rewrite (ties split), and share of queries where the family's best "
-                    "rewrite beats the raw query"))
-BEATS = STRAT.groupby(["dataset", "retriever", "family"])["family beats raw"].first().unstack()
-for (name, kind), r in BEATS.iterrows():
-    for fam, v in r.items():
-        record(f"bon.{name}.{kind}.{fam}.beats_raw", v)
+           caption=pools.CAPTIONS["08_strategy_best_share"])
+BEATS = pools.beats_raw(STRAT)
 BEATS.round(2)
 
 # %% [markdown]
 # A few sampled rewrites per family (first test query of each dataset):
 
 # %%
-ex = SAMPLES.groupby(["dataset", "family", "prompt"]).head(1)
-ex = ex[ex.qid.isin([next(iter(ds.queries)) for ds in BON_DATA.values()])]
-ex[["dataset", "family", "prompt", "query", "rewrite", "format_ok"]]
+pools.examples(SAMPLES, BON_DATA)
 
 # %% [markdown]
 # ## 2. SAGE training: strategy id + rewrite, GRPO with Direct, SCS and CRS rewards
@@ -338,33 +224,31 @@ ex[["dataset", "family", "prompt", "query", "rewrite", "format_ok"]]
 # whose answer breaks its format earns 0. The formats differ in one rule: DeepRetrieval's
 # (unguided) allows nothing after `</answer>`, SAGE's JSON answer tolerates trailing text;
 # the format-valid column of the results shows what that costs a small model.
+#
+# First the variants and the data: seeded train and test cuts of each dataset, their
+# documents joined into one corpus that training rewards and the test both search.
 
 # %%
 VARIANTS = sage.variants(copy_penalty, reasoning=reasoning)
 RUNS = sage.pick(sage_runs, VARIANTS)  # a one-line error names an unknown key
-SAGE_DATA = {name: sage.sage_data(name, n_train_queries=n_train_queries,
-                                  n_test_queries=n_test_queries, n_distractors=n_distractors,
-                                  seed=seed, data_dir=data_dir) for name in sage_datasets}
-for name, (tr, te, full) in SAGE_DATA.items():
-    print(f"{name}: train {len(tr.queries)}, test {len(te.queries)}, docs {len(full.corpus)}")
-TRAIN_KW = dict(model=model, retriever=sage_retriever, max_steps=train_steps,
-                prompts_per_step=prompts_per_step, num_generations=num_generations,
-                max_completion_length=max_completion_length, temperature=temperature,
-                learning_rate=learning_rate, beta=beta, seed=seed,
-                dynamic_sampling=dynamic_sampling, stop=list(stop),
-                save_steps=max(1, train_steps // 4), n_queries=n_train_queries,
-                n_distractors=n_distractors)
+SAGE_DATA = study.load_data(sage_datasets, n_train_queries=n_train_queries,
+                            n_test_queries=n_test_queries, n_distractors=n_distractors,
+                            seed=seed, data_dir=data_dir)
 
-SAGE_SUMMARIES = {}
-for name, (tr, te, full) in SAGE_DATA.items():
-    for v in RUNS:  # runs are named by variant, so notebook 15 finds SCS's run here
-        t0 = time.perf_counter()
-        SAGE_SUMMARIES[name, v.key] = s_ = sage.train_variant(
-            v, get_retriever(full, sage_retriever), full, tr.queries,
-            name=f"sage-{name}-{sage_retriever}-{v.key}", run_dir=run_dir, dataset=name,
-            **TRAIN_KW)
-        print(f"{name} {v.key}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
-_ = save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir / "sage_summaries.json")
+# %% [markdown]
+# One GRPO run per variant and dataset, with a LoRA adapter and the same settings for all;
+# only the prompt and the reward differ. Runs are named by variant
+# (`sage-<dataset>-<retriever>-<key>`), so notebook 15 finds the SCS run here.
+
+# %%
+SAGE_SUMMARIES = study.train_runs(
+    RUNS, SAGE_DATA, RETR, retriever=sage_retriever, run_dir=run_dir, model=model,
+    train_steps=train_steps, n_train_queries=n_train_queries, n_distractors=n_distractors,
+    prompts_per_step=prompts_per_step, num_generations=num_generations,
+    max_completion_length=max_completion_length, temperature=temperature,
+    learning_rate=learning_rate, beta=beta, seed=seed, dynamic_sampling=dynamic_sampling,
+    stop=stop)
+_ = save_json(study.summaries_json(SAGE_SUMMARIES), out_dir / "sage_summaries.json")
 
 # %% [markdown]
 # ### Training health
@@ -376,8 +260,6 @@ _ = save_json({f"{n}:{k}": v for (n, k), v in SAGE_SUMMARIES.items()}, out_dir /
 # copy or echo share is above 0.9 over its last quarter of steps.
 
 # %%
-from qrlib.rl.health import health_report
-
 HEALTH, health_lines = health_report(SAGE_SUMMARIES, "08_health",
                                      tables_dir=tables_dir, figures_dir=figures_dir,
                                      profile=profile, setting=model)
@@ -385,47 +267,35 @@ print("\n".join(health_lines))
 
 # %% [markdown]
 # ### Training curves (SAGE App. A.4): reward and response length per step
+#
+# The paper sees the shaped reward rise and the responses settle in length; a short CPU
+# run shows at most the first steps of that.
 
 # %%
-CURVES = {VARIANTS[key].label + (f" ({name})" if len(sage_datasets) > 1 else ""):
-          pd.read_csv(s_["log"], dtype={"qids": str}) for (name, key), s_ in SAGE_SUMMARIES.items()}
+CURVES = study.training_curves(SAGE_SUMMARIES, {k: v.label for k, v in VARIANTS.items()},
+                               with_dataset=len(sage_datasets) > 1)
 fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
-setting_sage = (f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs, per run: "
-                + curves.scale_setting(CURVES))
+setting_sage = study.training_setting(model, sage_datasets, sage_retriever, CURVES)
 _ = plots.save_figure(fig, "08_sage_training_curves", figures_dir, profile=profile,
-                  setting=setting_sage,
-                  caption=("SAGE training: shaped reward and response length per GRPO step "
-                           "(SAGE App. A.4; paper: Qwen3-4B, 4,096-token budget)"))
+                      setting=setting_sage, caption=study.caption("08_sage_training_curves"))
 
 # %% [markdown]
 # ### Test evaluation: raw query, untrained prompts, trained rewriters
 #
 # Greedy rewrites of the test queries; the search text is the rewrite (the raw query when
-# the completion yields none). *Modified* is the share of rewrites that differ from the
-# query (SAGE Table 3's modification rate).
+# the completion yields none). Each trained row decodes with its adapter's decoding
+# contract (prompt, prefill, stop strings, budget, parser), each untrained prompt with that
+# of the first run trained on it. *Modified* is the share of rewrites that differ from the
+# query (SAGE Table 3's modification rate); *Δ vs raw* is the mean per-query difference
+# with its 95 % paired-bootstrap interval.
 
 # %%
-SAGE_EVAL, SAGE_REWRITES, SAGE_SCALE = {}, {}, {}
-rows, COMPARISONS = [], []  # COMPARISONS: every paired comparison, in the workbook's one schema
-for name, (tr, te, full) in SAGE_DATA.items():
-    ev = sage.evaluate(model, {v.label: (v.prompt, SAGE_SUMMARIES[name, v.key]) for v in RUNS},
-                       te, full, get_retriever(full, sage_retriever), dataset=name,
-                       retriever=sage_retriever, autocast=eval_autocast, resamples=bootstrap, seed=seed)
-    rows += ev["rows"]
-    COMPARISONS += ev["comparisons"]
-    SAGE_EVAL.update({(name, k): v for k, v in ev["scores"].items()})
-    SAGE_REWRITES.update({(name, k): v for k, v in ev["rewrites"].items()})
-    SAGE_SCALE.update({(name, k): v for k, v in ev["scales"].items()})
-SAGE_RESULTS = pd.DataFrame(rows)
-for _, r in SAGE_RESULTS.iterrows():
-    record(f"sage.{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])
-    record(f"sage.{r.dataset}.{r.model}.delta_vs_raw", [r["ΔnDCG@10 vs raw"], r.lo, r.hi])
-    record(f"sage.{r.dataset}.{r.model}.modified", r.modified)
+EV = study.evaluate_runs(model, {v.label: v for v in RUNS}, SAGE_SUMMARIES, SAGE_DATA, RETR,
+                         retriever=sage_retriever, autocast=eval_autocast, resamples=bootstrap,
+                         seed=seed)
+SAGE_RESULTS, COMPARISONS = EV.results, EV.comparisons  # COMPARISONS: the workbook's one schema
 save_table(SAGE_RESULTS.round(4), "08_sage_results", tables_dir,
-           caption=(f"SAGE on the test queries ({sage_retriever}): nDCG@10, Δ vs the raw "
-                    "query with a 95% paired-bootstrap interval, modification rate, format-"
-                    "valid rate and generated tokens (SAGE Tables 1-2 columns); training scale "
-                    f"({', '.join(SCALE_COLUMNS)}) from each run's log"))
+           caption=study.caption("08_sage_results", retriever=sage_retriever))
 SAGE_RESULTS.round(3)
 
 # %% [markdown]
@@ -434,40 +304,24 @@ SAGE_RESULTS.round(3)
 # a copy); above it the rewrite helped.
 
 # %%
-head_08 = [r for r in COMPARISONS if r["kind"] == "trained" and r["baseline kind"] == "baseline"]
-fig = plots.per_query_scatter(
-    {f"{r['dataset']}: {r['method']}": (SAGE_EVAL[r["dataset"], "raw query"].to_dict(),
-                                        SAGE_EVAL[r["dataset"], r["method"]].to_dict())
-     for r in head_08}, metric="nDCG@10", baseline="raw query",
-    intervals={f"{r['dataset']}: {r['method']}": fmt_interval(r) for r in head_08})
+pairs_08, intervals_08 = study.per_query_pairs(COMPARISONS, EV.scores)
+fig = plots.per_query_scatter(pairs_08, metric="nDCG@10", baseline="raw query",
+                              intervals=intervals_08)
 _ = plots.save_figure(fig, "08_per_query", figures_dir, profile=profile, setting=setting_sage,
-                      caption="Per-query nDCG@10 of each trained SAGE rewriter (y) against the "
-                              "raw query (x) on the test queries; title: n, wins / losses / ties "
-                              "and the mean difference with its 95 % paired-bootstrap interval")
+                      caption=study.caption("08_per_query"))
 plt.show()
 
 # %% [markdown]
 # ### The rewards against each other (paper: SCS, CRS > Direct > unguided)
 #
 # Each pair on the same test queries, 95 % paired bootstrap; the rows join this notebook's
-# comparison table (`08_comparisons`, the `qrlib.eval.compare` schema).
+# comparison table (`08_comparisons`, the `qrlib.eval.compare` schema). A pair is shown
+# only when both of its runs were trained (`sage_runs`).
 
 # %%
-PAIRS = [("direct", "unguided"), ("scs", "direct"), ("crs", "direct"), ("scs", "unguided"),
-         ("crs", "unguided")]
-KEYS = [v.key for v in RUNS]
-for name in sage_datasets:
-    for a, b in PAIRS:
-        if a in KEYS and b in KEYS:
-            la, lb = VARIANTS[a].label, VARIANTS[b].label
-            COMPARISONS.append(compare(
-                SAGE_EVAL[name, la].to_dict(), SAGE_EVAL[name, lb].to_dict(),
-                paper="sage", dataset=name, retriever=sage_retriever, metric="nDCG@10",
-                method=la, kind="trained", baseline=lb, baseline_kind="trained",
-                scale=SAGE_SCALE[name, la], resamples=bootstrap, seed=seed))
-SAGE_VS = pd.DataFrame([c for c in COMPARISONS if c["baseline kind"] == "trained"])
-for _, r in SAGE_VS.iterrows():
-    print(describe(r))
+COMPARISONS += study.pairwise(EV, VARIANTS, [v.key for v in RUNS], sage_datasets,
+                              retriever=sage_retriever, resamples=bootstrap, seed=seed)
+print(study.describe_pairs(COMPARISONS))
 
 # %% [markdown]
 # ### Why CRS trains exactly as Direct here
@@ -488,53 +342,24 @@ for _, r in SAGE_VS.iterrows():
 # baseline per strategy (the median of the group's rollouts that used the same strategy).
 # Below, each reading on the real groups of section 1 (the sampled rewrites of each test
 # query with the five SAGE strategy prompts, their nDCG@10; the strategy is the prompt): how far its update weights are from
-# Direct's.
+# Direct's. We expect a gap of 0 (up to float error) for the `group` reading.
 
 # %%
-from qrlib.methods.sage import crs as CRS
-
-rows = []
-for (name, kind), g in SCORED[SCORED.family == "SAGE strategies"].groupby(["dataset", "retriever"]):
-    gaps = {reading: [] for reading in CRS.READINGS}
-    flips = {reading: [] for reading in CRS.READINGS}
-    for _, grp in g.groupby("qid"):
-        r, st = grp.ndcg.tolist(), grp.prompt.tolist()  # one prompt per SAGE strategy
-        direct = CRS.group_advantages(r)
-        for reading in CRS.READINGS:
-            a = CRS.crs_advantages(r, st, reading=reading)
-            gaps[reading] += [abs(x - y) for x, y in zip(a, direct)]
-            flips[reading] += [(x > 1e-9) != (y > 1e-9) for x, y in zip(a, direct)]
-    for reading in CRS.READINGS:
-        rows.append({"dataset": name, "retriever": kind, "CRS reading": reading,
-                     "groups": g.qid.nunique(), "max |A_CRS - A_Direct|": max(gaps[reading]),
-                     "mean |A_CRS - A_Direct|": sum(gaps[reading]) / len(gaps[reading]),
-                     "rollouts whose sign differs": sum(flips[reading]) / len(flips[reading])})
-CRS_TABLE = pd.DataFrame(rows)
-for _, r in CRS_TABLE[CRS_TABLE["CRS reading"] == "group"].iterrows():
-    record(f"crs.{r.dataset}.{r.retriever}.max_gap_vs_direct", r["max |A_CRS - A_Direct|"])
+CRS_TABLE = pools.crs_readings(SCORED)
 save_table(CRS_TABLE.round(6), "08_crs_readings", tables_dir,
-           caption="CRS (SAGE Eq. 2) against Direct on the sampled groups of section 1: the "
-                   "GRPO update weights differ by 0 under the paper's group-median baseline, "
-                   "and only under the readings where the baseline does not cancel")
+           caption=pools.CAPTIONS["08_crs_readings"])
 CRS_TABLE.round(4)
 
 # %% [markdown]
 # ### Chosen strategies before and after training
 #
-# Share of test rewrites per strategy id (`none` = no valid id in the answer).
+# Share of test rewrites per strategy id (`none` = no valid id in the answer). A policy that
+# learned a strategy choice spreads its ids by query; one that collapsed uses a single id.
 
 # %%
-rows = []
-SAGE_LABELS = {f"untrained ({v.prompt})" for v in RUNS if v.prompt.startswith("sage/")} | {
-    v.label for v in RUNS if v.prompt.startswith("sage/")}
-for (name, label), df in SAGE_REWRITES.items():
-    if label in SAGE_LABELS:
-        counts = pd.to_numeric(df.strategy, errors="coerce").fillna(0).astype(int).value_counts(normalize=True)
-        rows.append({"dataset": name, "model": label,
-                     **{("none" if s == 0 else f"s{s}"): counts.get(s, 0.0) for s in range(6)}})
-STRAT_CHOICE = pd.DataFrame(rows)
+STRAT_CHOICE = study.strategy_choice(EV.rewrites, study.sage_labels(RUNS))
 save_table(STRAT_CHOICE.round(3), "08_sage_strategy_choice", tables_dir,
-           caption="Strategy ids chosen in the greedy test rewrites, before and after training")
+           caption=study.caption("08_sage_strategy_choice"))
 STRAT_CHOICE.round(2)
 
 # %% [markdown]
@@ -542,10 +367,7 @@ STRAT_CHOICE.round(2)
 
 # %%
 CMP = comparison_table(COMPARISONS)
-save_table(CMP.round(4), "08_comparisons", tables_dir,
-           caption="Every paired comparison of notebook 08 (SAGE, nDCG@10; mean difference with "
-                   "a 95% paired bootstrap over the test queries; the qrlib.eval.compare schema, "
-                   "with the training scale of the method)")
+save_table(CMP.round(4), "08_comparisons", tables_dir, caption=study.caption("08_comparisons"))
 CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
      "RL steps"]].round(3)
 
@@ -556,23 +378,14 @@ CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
 # and `08_health` of this run by `qrlib.workbook.findings`:
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.workbook.findings import what_we_found
-
-top = BON[BON.N == max(bon_ns)]
-best_fam = top.loc[top.groupby(["dataset", "retriever"])["best-of-N nDCG@10"].idxmax()]
-extra = [f"With {max(bon_ns)} samples per query and an oracle picking the best, the strongest "
-         "family is " + "; ".join(f"{r.family} on {r.dataset}/{r.retriever} ({r['best-of-N nDCG@10']:.3f} "
-                                  f"against {r['raw nDCG@10']:.3f} raw)" for _, r in best_fam.iterrows())
-         + ": the headroom a rewriter could reach."]
-trained_choice = STRAT_CHOICE[~STRAT_CHOICE.model.str.startswith("untrained")]
-if len(trained_choice):
-    share = trained_choice[[c for c in trained_choice.columns if c.startswith("s")]].max(axis=1)
-    extra.append(f"Trained SAGE rewriters use their most frequent strategy for "
-                 f"{share.min():.0%}-{share.max():.0%} of test queries.")
-trained_res = SAGE_RESULTS[SAGE_RESULTS.model.isin(CMP[CMP.kind == "trained"].method)]
-extra.append(f"They modify {trained_res.modified.min():.0%}-{trained_res.modified.max():.0%} of "
-             "the queries.")
+extra = [pools.headroom_sentence(BON), *study.trained_sentences(STRAT_CHOICE, SAGE_RESULTS, CMP)]
 display(Markdown(what_we_found(CMP, notebook="08_sage", tables_dir=tables_dir, health=HEALTH,
                                extra=extra)))
+
+# %% [markdown]
+# The numbers the tests read back (recorded quietly; nothing to read here).
+
+# %%
+for key, value in {**pools.bon_records(BON, BON_CMP, BEATS), **pools.crs_records(CRS_TABLE),
+                   **study.result_records(SAGE_RESULTS, "sage.", delta=True)}.items():
+    record(key, value)

@@ -76,30 +76,20 @@ S = session.start("11_deepretrieval_tasks", run_dir=run_dir, figures_dir=figures
 figures_dir, tables_dir, record = S.figures_dir, S.tables_dir, S.record
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from qrlib.retrieval import lucene as qlucene
 from qrlib import plots
-from qrlib.eval import published
-from qrlib.data.datasets import load_dataset, subset
 from qrlib.core.errors import QrlibError
-from qrlib.eval.agreement import top_k_overlap
-from qrlib.eval.metrics import evaluate
-from qrlib.methods.deepretrieval.released import released_bm25
-from qrlib.retrieval.lucene_tokens import LuceneTokensBM25
-from qrlib.retrieval.retrievers import build_retriever, run_queries
 from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_table
+from qrlib.eval import published
+from qrlib.methods.deepretrieval import tasks_audit as A
+from qrlib.retrieval import lucene as qlucene
+from qrlib.retrieval.retrievers import build_retriever
 
 cache_root = Path(cache_dir) if cache_dir else shared_cache()
 full = n_queries is None and n_distractors is None
-
-lucene_ok, lucene_why = qlucene.lucene_available()
-if lucene is True and not lucene_ok:
-    raise QrlibError(f"lucene=True but {lucene_why}")
-use_lucene = bool(lucene) and lucene_ok
-print("Lucene (Pyserini):", "used" if use_lucene else f"skipped ({'lucene=False' if not lucene else lucene_why})")
+use_lucene = A.lucene_status(lucene)
 
 # %% [markdown]
 # ## 1. The baseline audit (Table 2, BM25 column)
@@ -143,10 +133,7 @@ print("Lucene (Pyserini):", "used" if use_lucene else f"skipped ({'lucene=False'
 examples = ["Organic Skin Care", "Do Cholesterol Statin Drugs Cause Breast Cancer?",
             "0-dimensional biomaterials show inductive properties.", "(zinc OR immunity) AND cold"]
 if use_lucene:
-    demo = pd.DataFrame([{"query": q, "Lucene tokens": qlucene.analyze(q),
-                          "with contents: prefix": qlucene.analyze("contents:" + q)}
-                         for q in examples])
-    display(demo)
+    display(A.prefix_demo(examples))
 else:
     print("Lucene analyzer not available: skipped")
 
@@ -170,19 +157,8 @@ else:
 # Table 2's.
 
 # %%
-TABLE2_COLUMN = {"scifact": "SciFact S", "nfcorpus": "NFCorpus S", "hotpotqa": "HotpotQA S"}
-def base_name(name):
-    return "hotpotqa" if name.startswith("hotpotqa") else name
-
-
-collections = {}
-for name in audit_datasets:
-    ds = load_dataset(name, split, data_dir=data_dir)
-    if not full:
-        ds = subset(ds, n_queries=n_queries, n_distractors=n_distractors, seed=seed)
-    ds.name = name
-    collections[name] = ds
-    print(f"{name:16s} {ds!r}")
+collections = A.load_collections(audit_datasets, split, data_dir=data_dir, full=full,
+                                 n_queries=n_queries, n_distractors=n_distractors, seed=seed)
 
 # %% [markdown]
 # ### 1.3 Lucene with and without the prefix, and the released evaluation
@@ -200,39 +176,8 @@ for name in audit_datasets:
 # standard value.
 
 # %%
-def ndcg10(run, ds):
-    return float(evaluate(run, ds.qrels, ["nDCG@10"])["nDCG@10"][0])
-
-
-def qrel_rows(ds):
-    path = Path(ds.meta["source"]) / "qrels" / f"{split}.tsv"
-    return [r for r in qlucene.read_qrel_rows(path) if r[0] in ds.queries and r[1] in ds.corpus]
-
-
-grid_rows, lucene_runs = [], {}
-if use_lucene:
-    for name, ds in collections.items():
-        t0 = time.perf_counter()
-        lr = qlucene.LuceneBM25Retriever(ds.corpus, threads=lucene_threads,
-                                         cache=cache_root / "lucene")
-        print(f"{name}: Lucene index {'read from cache' if lr.loaded_from_cache else 'built'} "
-              f"in {time.perf_counter() - t0:.1f} s ({lr.num_docs} docs)")
-        lr.close()  # the index is cached; each setting below opens its own searcher
-        rows = qrel_rows(ds)
-        protocol = released_bm25(name)["protocol"]
-        for k1, b in ((0.9, 0.4), (1.2, 0.75)):
-            for prefix in ("", "contents:"):  # one searcher per setting, on the cached index
-                run = run_queries(qlucene.LuceneBM25Retriever(
-                    ds.corpus, k1=k1, b=b, query_prefix=prefix, threads=lucene_threads,
-                    cache=cache_root / "lucene"), ds.queries, k=10)
-                lucene_runs[(name, k1, b, prefix)] = run
-                grid_rows.append({"dataset": name, "k1": k1, "b": b, "query": repr(prefix or "plain"),
-                                  "nDCG@10": ndcg10(run, ds),
-                                  "nDCG@10 (released eval)": qlucene.released_ndcg10(
-                                      rows, ds.queries, run, protocol),
-                                  "released setting": (k1, b) == (released_bm25(name)["k1"],
-                                                                  released_bm25(name)["b"])})
-grid = pd.DataFrame(grid_rows)
+grid = (A.lucene_grid(collections, split=split, threads=lucene_threads, cache=cache_root / "lucene")
+        if use_lucene else pd.DataFrame())
 if len(grid):
     save_table(grid, "11_lucene_grid", tables_dir,
                caption=f"Lucene BM25 (Pyserini {qlucene.PYSERINI_VERSION}) nDCG@10 on the {split} "
@@ -253,31 +198,8 @@ grid.round(4)
 
 # %%
 t2 = published.table("deepretrieval", "Table 2", wide=True)
-audit_rows, bm25s_runs = [], {}
-for name, ds in collections.items():
-    bm = build_retriever("bm25", ds.corpus, k1=bm25_k1, b=bm25_b, cache=cache_root / "bm25")
-    bm25s_runs[name] = run_queries(bm, ds.queries, k=10)
-    col = TABLE2_COLUMN[base_name(name)]
-    pub_base = float(t2.loc["BM25 / Dense", col])
-    pub_trained = float(t2.loc["DeepRetrieval-3B", col])
-    row = {"dataset": name, "queries": len(ds.queries), "docs": len(ds.corpus),
-           "published BM25": pub_base / 100}
-    if use_lucene:
-        rel = released_bm25(name)
-        g = grid[(grid.dataset == name) & (grid.k1 == rel["k1"]) & (grid.b == rel["b"])].set_index("query")
-        row.update({"Lucene plain": g.loc["'plain'", "nDCG@10"],
-                    "Lucene contents:": g.loc["'contents:'", "nDCG@10"],
-                    "Lucene contents:, released eval": g.loc["'contents:'", "nDCG@10 (released eval)"],
-                    "Lucene plain, released eval": g.loc["'plain'", "nDCG@10 (released eval)"]})
-    row["bm25s"] = ndcg10(bm25s_runs[name], ds)
-    row["published DeepRetrieval-3B"] = pub_trained / 100
-    row["gain vs published BM25"] = (pub_trained - pub_base) / 100
-    if use_lucene:  # only where our corpus is the paper's (hotpotqa-large is a subset)
-        row["gain vs plain Lucene (released eval)"] = (
-            pub_trained / 100 - row["Lucene plain, released eval"]
-            if base_name(name) != "hotpotqa" else float("nan"))
-    audit_rows.append(row)
-audit = pd.DataFrame(audit_rows)
+audit = A.audit_table(collections, grid, t2, use_lucene=use_lucene, k1=bm25_k1, b=bm25_b,
+                      cache=cache_root / "bm25")
 save_table(audit, "11_baseline_audit", tables_dir,
            caption=f"DeepRetrieval Table 2 BM25 baselines audited ({split} sets; nDCG@10 as fractions). "
                    "Lucene = Pyserini " + qlucene.PYSERINI_VERSION + " with the released scripts' BM25 "
@@ -287,16 +209,13 @@ save_table(audit, "11_baseline_audit", tables_dir,
                    + ("" if full else f"; profile {profile} uses subsets, not comparable at all") + ".")
 audit.round(4)
 
+# %% [markdown]
+# The same table as bars: the published baseline, the Lucene variants and `bm25s` per
+# collection, with the published trained result last. With the full test sets, expect the
+# prefixed Lucene bar near the published baseline and the plain one well above it.
+
 # %%
-fig, ax = plt.subplots(figsize=(9, 3.8))
-cols = [c for c in ["published BM25", "Lucene plain", "Lucene contents:",
-                    "Lucene contents:, released eval", "bm25s", "published DeepRetrieval-3B"]
-        if c in audit.columns]
-audit.set_index("dataset")[cols].plot.bar(ax=ax, rot=0)
-ax.set_ylabel("nDCG@10")
-ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-ax.set_title("Table 2 BM25 baselines: published vs measured here")
-fig.tight_layout()
+fig = A.audit_figure(audit)
 plots.save_figure(fig, "11_baseline_audit", figures_dir, profile=profile,
                   setting=f"{split} sets" + ("" if full else " (subsets)"),
                   caption="DeepRetrieval's published BM25 baseline and trained result next to "
@@ -313,21 +232,7 @@ plt.show()
 # is glued to the prefix (that word is lost), and the share left with no searchable term at all.
 
 # %%
-damage_rows = []
-if use_lucene:
-    for name, ds in collections.items():
-        glued, lengths, nothing = [], [], []
-        for q in ds.queries.values():
-            plain_toks = qlucene.analyze(q)
-            pref = qlucene.analyze("contents:" + q)
-            lengths.append(len(plain_toks))
-            is_glued = bool(pref) and pref[0].startswith("contents:")
-            glued.append(is_glued)
-            nothing.append(len(pref) - (1 if is_glued else 0) == 0)
-        damage_rows.append({"dataset": name, "mean query tokens": np.mean(lengths),
-                            "share first word lost": np.mean(glued),
-                            "share with no term left": np.mean(nothing)})
-damage = pd.DataFrame(damage_rows)
+damage = A.prefix_damage(collections) if use_lucene else pd.DataFrame()
 if len(damage):
     save_table(damage, "11_prefix_damage", tables_dir,
                caption="What f\"contents:{query}\" does to the analysed query (Anserini's default "
@@ -348,36 +253,8 @@ damage.round(3)
 
 
 # %%
-def timed(retriever, ds, reps=2):
-    best, run = float("inf"), None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        run = run_queries(retriever, ds.queries, k=10)
-        best = min(best, time.perf_counter() - t0)
-    return run, len(ds.queries) / best
-
-
-engine_rows = []
-for name, ds in collections.items():
-    bm = build_retriever("bm25", ds.corpus, k1=bm25_k1, b=bm25_b, cache=cache_root / "bm25")
-    run_b, qps_b = timed(bm, ds)
-    row = {"dataset": name, "queries": len(ds.queries), "nDCG@10 bm25s": ndcg10(run_b, ds),
-           "bm25s q/s": qps_b}
-    if use_lucene:
-        lr = qlucene.LuceneBM25Retriever(ds.corpus, k1=bm25_k1, b=bm25_b, threads=lucene_threads,
-                                         cache=cache_root / "lucene")  # the cached index
-        run_queries(lr, ds.queries, k=10)  # warm-up (JIT)
-        run_l, qps_l = timed(lr, ds)
-        row.update({"nDCG@10 Lucene": ndcg10(run_l, ds), "Lucene q/s": qps_l,
-                    "Lucene threads": lr.threads, "Lucene / bm25s speed": qps_l / qps_b,
-                    "top-10 overlap bm25s vs Lucene": top_k_overlap(run_b, run_l, 10)})
-        if same_tokens:
-            lt = LuceneTokensBM25(ds.corpus, bm25_k1, bm25_b)  # qrlib.retrieval.lucene_tokens
-            run_t = run_queries(lt, ds.queries, k=10)
-            row.update({"nDCG@10 bm25s on Lucene tokens": ndcg10(run_t, ds),
-                        "top-10 overlap (Lucene tokens) vs Lucene": top_k_overlap(run_t, run_l, 10)})
-    engine_rows.append(row)
-engines = pd.DataFrame(engine_rows)
+engines = A.engine_table(collections, k1=bm25_k1, b=bm25_b, threads=lucene_threads,
+                         cache_root=cache_root, use_lucene=use_lucene, same_tokens=same_tokens)
 save_table(engines, "11_engines", tables_dir,
            caption=f"bm25s vs Lucene BM25 (k1={bm25_k1}, b={bm25_b}) on the same {split} queries: "
                    "nDCG@10, top-10 overlap, and batched-search throughput measured in this run "
@@ -405,24 +282,7 @@ engines.round(4)
 #   is what notebooks 05–07 measure with our engines.
 
 # %%
-lines = []
-if use_lucene and full:
-    a = audit.set_index("dataset")
-    for name in a.index:
-        r = a.loc[name]
-        lines.append(f"- **{name}**: published BM25 {r['published BM25']:.3f}; Lucene plain "
-                     f"{r['Lucene plain']:.3f}, with `contents:` {r['Lucene contents:']:.3f}, and "
-                     f"{r['Lucene contents:, released eval']:.3f} under the released evaluation. "
-                     f"Published trained {r['published DeepRetrieval-3B']:.3f}: "
-                     f"{100 * r['gain vs published BM25']:+.1f} points over the published baseline"
-                     + (f", {100 * r['gain vs plain Lucene (released eval)']:+.1f} over plain Lucene "
-                        "scored the same way." if pd.notna(r['gain vs plain Lucene (released eval)'])
-                        else " (subset: no like-for-like gain)."))
-elif use_lucene:
-    lines.append("- Subsets: the audit needs the full test sets (profile cpu/gpu).")
-else:
-    lines.append("- Lucene was not available in this run; the audit needs the `lucene` extra.")
-display(Markdown("\n".join(lines)))
+display(Markdown("\n".join(A.audit_lines(audit, use_lucene=use_lucene, full=full))))
 
 # %% [markdown]
 # ## 2. Literature search through real engines (Table 1, left)
@@ -447,20 +307,11 @@ display(Markdown("\n".join(lines)))
 # They are selected by name like any retriever: `build_retriever("pubmed", None, ...)`.
 
 # %%
-from qrlib.rl.env import RewardEnv
-
 replay_path = Path(litsearch_replay) if litsearch_replay else REPO_ROOT / "tests" / "fixtures" / "litsearch" / "replay.json"
-Q_GOOD = "(metformin) AND (type 2 diabetes) AND (cardiovascular outcomes)"
-Q_NARROW = "(xqzvnonexistentterm) AND (zzqplaceholder)"
-Q_TRIALS = "(semaglutide) AND (obesity)"
-
 pubmed = build_retriever("pubmed", None, replay=str(replay_path))
 ctgov = build_retriever("ctgov", None, replay=str(replay_path))
-for engine, q in ((pubmed, Q_GOOD), (ctgov, Q_TRIALS)):
-    [ranked] = engine.search([q], litsearch_k)
-    print(f"{type(engine).__name__}: {len(ranked)} ids for {q!r}: {[d for d, _ in ranked[:5]]} ...")
-    for url in engine.transport.requests:
-        print("   request:", url)
+A.show_search(pubmed, A.Q_GOOD, litsearch_k)
+A.show_search(ctgov, A.Q_TRIALS, litsearch_k)
 
 # %% [markdown]
 # The reward environment is unchanged: `RewardEnv(retriever, qrels, reward="deepretrieval_recall",
@@ -469,26 +320,7 @@ for engine, q in ((pubmed, Q_GOOD), (ctgov, Q_TRIALS)):
 # retrieved by the first query, none by the second, and a completion that breaks the format.
 
 # %%
-lit_qrels = {"pico-pubmed": {"38912345": 1, "37654321": 1, "99999999": 1},
-             "pico-trials": {"NCT04184622": 1, "NCT00968708": 1, "NCT09999999": 1}}
-completions = {
-    "pico-pubmed": [f'<think>Population: adults with T2D; intervention: metformin.</think>'
-                    f'<answer>{{"query": "{Q_GOOD}"}}</answer>',
-                    f'<think>very specific terms</think><answer>{{"query": "{Q_NARROW}"}}</answer>',
-                    "metformin diabetes cardiovascular"],
-    "pico-trials": [f'<think>GLP-1 agonist trials in obesity</think><answer>{{"query": "{Q_TRIALS}"}}</answer>'],
-}
-lit_rows = []
-for qid, comps in completions.items():
-    engine = pubmed if qid == "pico-pubmed" else ctgov
-    env = RewardEnv(engine, lit_qrels, reward="deepretrieval_recall", fmt="deepretrieval", k=litsearch_k)
-    rewards = env(completions=comps, qid=[qid] * len(comps))
-    for c, r, rec in zip(comps, rewards, env.records):
-        lit_rows.append({"engine": type(engine).__name__, "qid": qid,
-                         "query": rec["queries"][0] if rec["queries"] else "(none: format error)",
-                         "format ok": rec["format_ok"], f"recall@{litsearch_k}": rec.get("part_recall"),
-                         "retrieval tier": rec.get("part_retrieval"), "reward": r})
-lit = pd.DataFrame(lit_rows)
+lit = A.litsearch_rewards(pubmed, ctgov, k=litsearch_k)
 save_table(lit, "11_litsearch_env", tables_dir,
            caption=f"Recall@{litsearch_k} tier reward (DeepRetrieval Table 8) through the PubMed and "
                    "ClinicalTrials.gov adapters on replayed answers (placeholder ids; a plumbing "
@@ -502,32 +334,21 @@ lit
 # for an unreachable engine.
 
 # %%
-import socket
-
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-offline = build_retriever("pubmed", None, base_url=f"http://127.0.0.1:{port}/entrez/eutils/esearch.fcgi",
+offline = build_retriever("pubmed", None, base_url=f"http://127.0.0.1:{A.free_port()}/entrez/eutils/esearch.fcgi",
                           connect_timeout_s=1.0, cache=False)
 t0 = time.perf_counter()
 try:
-    offline.search([Q_GOOD], litsearch_k)
+    offline.search([A.Q_GOOD], litsearch_k)
 except QrlibError as exc:
     print(f"after {time.perf_counter() - t0:.2f} s: QrlibError: {exc}")
 
+# %% [markdown]
+# With `litsearch_live=True` (a connected machine) the good query goes to both real engines;
+# each row gives the ids returned and the engine's own count, or the one-line error.
+
 # %%
-live_rows = []
 if litsearch_live:
-    for engine in (build_retriever("pubmed", None), build_retriever("ctgov", None)):
-        try:
-            [ranked] = engine.search([Q_GOOD], litsearch_k)
-            live_rows.append({"engine": type(engine).__name__, "ids": len(ranked),
-                              "engine count": engine.last_counts[0], "error": ""})
-        except QrlibError as exc:
-            live_rows.append({"engine": type(engine).__name__, "ids": 0, "engine count": None,
-                              "error": str(exc)})
-    display(pd.DataFrame(live_rows))
+    display(A.live_search(litsearch_k))
 else:
     print("live search off (litsearch_live=False)")
 
@@ -574,30 +395,12 @@ else:
 # of the word "no" appearing in a paragraph.
 
 # %%
-from qrlib.methods.deepretrieval import evidence as ev
-
 NS = tuple(int(n) for n in evidence_ns)
 HN = [f"H@{n}" for n in NS]
-
-EVID = {}  # name -> (dataset, {qid: question}, {qid: answers})
-ev_rows = []
-for name in evidence_datasets:
-    ds = load_dataset(name, evidence_split, data_dir=data_dir)
-    answers_all = ev.dataset_answers(ds)
-    qids = list(ds.queries)
-    if evidence_drop_yes_no:
-        qids = [q for q in qids if ev.span_answerable(answers_all[q])]
-    if evidence_n_queries is not None:
-        qids = qids[:evidence_n_queries]
-    questions = {q: ds.queries[q] for q in qids}
-    answers = {q: answers_all[q] for q in qids}
-    EVID[name] = (ds, questions, answers)
-    ev_rows.append({"dataset": name, "docs": len(ds.corpus), f"{evidence_split} questions": len(ds.queries),
-                    "yes/no left out": sum(not ev.span_answerable(a) for a in answers_all.values())
-                    if evidence_drop_yes_no else 0,
-                    "scored": len(qids),
-                    "answer strings per question": np.mean([len(a) for a in answers.values()])})
-pd.DataFrame(ev_rows)
+EVID, evidence_sizes = A.evidence_sets(evidence_datasets, evidence_split, data_dir=data_dir,
+                                       drop_yes_no=evidence_drop_yes_no,
+                                       n_queries=evidence_n_queries)
+evidence_sizes
 
 # %% [markdown]
 # ### 4.1 How many passages contain the answer
@@ -608,18 +411,7 @@ pd.DataFrame(ev_rows)
 # pooled corpora are small, so this count also bounds how lucky a vague query can get.
 
 # %%
-ANSWER_QRELS = {}
-cover_rows = []
-for name, (ds, questions, answers) in EVID.items():
-    ANSWER_QRELS[name] = aq = ev.answer_qrels(ds.corpus, answers)
-    counts = np.array([len(aq[q]) for q in questions])
-    gold_has = [any(d in aq[q] for d in ds.qrels.get(q, {})) for q in questions]
-    cover_rows.append({"dataset": name, "questions": len(questions),
-                       "no passage contains an answer": float((counts == 0).mean()),
-                       "median answer-bearing passages": float(np.median(counts)),
-                       "mean answer-bearing passages": float(counts.mean()),
-                       "a gold (supporting) paragraph contains an answer": float(np.mean(gold_has))})
-coverage = pd.DataFrame(cover_rows)
+ANSWER_QRELS, coverage = A.answer_coverage(EVID)
 save_table(coverage, "11_evidence_coverage", tables_dir,
            caption=f"Answer-bearing passages per question ({evidence_split} sets; whole-token "
                    "match after SQuAD-style normalisation; yes/no questions "
@@ -635,23 +427,9 @@ coverage.round(3)
 # Query" row is shown beside it for orientation only (other datasets, other corpus).
 
 # %%
-RAW = {}
-BM25 = {}
-for name, (ds, questions, answers) in EVID.items():
-    BM25[name] = build_retriever("bm25", ds.corpus, k1=bm25_k1, b=bm25_b, cache=cache_root / "bm25")
-    RAW[name] = ev.score_run(BM25[name], questions, ds, answers, NS)
-
+RAW = A.raw_hits(EVID, NS, k1=bm25_k1, b=bm25_b, cache=cache_root / "bm25")
 t1 = published.table("deepretrieval", "Table 1", wide=True, fraction=True)
-raw_rows = [{"source": f"ours: {name} (raw question, bm25s)", "questions": len(df),
-             **df[HN].mean().to_dict(),
-             "first answer rank (median, within top 20)": df["first_rank"].median()}
-            for name, df in RAW.items()]
-for ds_col in ("NQ", "TriviaQA", "SQuAD"):
-    cols = [f"{ds_col} {h}" for h in HN if f"{ds_col} {h}" in t1.columns]
-    if len(cols) == len(HN):
-        raw_rows.append({"source": f"published: {ds_col} (Original Query, BM25, 21M passages)",
-                         **dict(zip(HN, t1.loc["Original Query", cols].tolist()))})
-raw_table = pd.DataFrame(raw_rows)
+raw_table = A.raw_table(RAW, t1, HN)
 save_table(raw_table, "11_evidence_raw", tables_dir,
            caption=f"H@N of the raw question with BM25 on our multi-hop {evidence_split} sets, next "
                    "to DeepRetrieval Table 1's Original Query row (NQ/TriviaQA/SQuAD over "
@@ -674,16 +452,7 @@ raw_table.round(3)
 # H@N of the raw question per collection (notebook 17 adds each rewriter's bars).
 
 # %%
-bars = pd.DataFrame([{"dataset": n, "query": "raw question", **RAW[n][HN].mean().to_dict()}
-                     for n in RAW])
-fig, axes = plt.subplots(1, len(RAW), figsize=(4.5 * len(RAW), 3.6), squeeze=False)
-for ax, name in zip(axes[0], RAW):
-    bars[bars.dataset == name].set_index("query")[HN].T.plot.bar(ax=ax, rot=0, legend=False)
-    ax.set_title(name)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("H@N (share of questions)")
-plots.legend_outside(axes[0][-1])
-fig.tight_layout()
+fig = A.hits_figure(RAW, HN)
 plots.save_figure(fig, "11_evidence_hits", figures_dir, profile=profile,
                   setting=f"{evidence_split} sets, bm25s"
                           + (f", first {evidence_n_queries} questions" if evidence_n_queries else ""),
@@ -691,18 +460,15 @@ plots.save_figure(fig, "11_evidence_hits", figures_dir, profile=profile,
                           "question; pooled multi-hop corpora, not the paper's 21M passages.")
 plt.show()
 
+# %% [markdown]
+# The key numbers of this section are recorded now (H@N of the raw question per set), and
+# its sentences kept for the closing cell.
+
 # %%
-# key numbers of this section, for the closing cell and the tests
-ev_lines = []
-for name, df in RAW.items():
-    m = df[HN].mean()
-    for h in HN:
-        record(f"evidence.raw.{name}.{h}", float(m[h]))
-    ev_lines.append(f"- **{name}** ({len(df)} {evidence_split} questions"
-                    + (", yes/no left out" if evidence_drop_yes_no else "") + "): the raw question "
-                    "with bm25s reaches " + ", ".join(f"{h} {m[h]:.3f}" for h in HN)
-                    + " (pooled corpus of "
-                    f"{len(EVID[name][0].corpus):,} paragraphs; not comparable with Table 1).")
+ev_records, ev_lines = A.evidence_summary(RAW, EVID, HN, split=evidence_split,
+                                          drop_yes_no=evidence_drop_yes_no)
+for key, value in ev_records.items():
+    record(key, value)
 
 # %% [markdown]
 # ## 5. Reasoning vs no reasoning (Fig. 4)
@@ -717,74 +483,8 @@ for name, df in RAW.items():
 # `11_litsearch_env`); the key numbers are recorded for the tests (`qrlib.eval.record`).
 
 # %%
-tdir = Path(tables_dir)
-t_audit = pd.read_csv(tdir / "11_baseline_audit.csv").set_index("dataset")
-t_eng = pd.read_csv(tdir / "11_engines.csv").set_index("dataset")
-t_lit = pd.read_csv(tdir / "11_litsearch_env.csv")
-lines = []
-for name, r in t_audit.iterrows():
-    record(f"bm25s.{name}.ndcg10", r["bm25s"])
-    if "Lucene contents:" in t_audit.columns:
-        record(f"lucene_plain.{name}.ndcg10", r["Lucene plain"])
-        record(f"lucene_prefix.{name}.ndcg10", r["Lucene contents:"])
-        record(f"lucene_prefix_released_eval.{name}.ndcg10", r["Lucene contents:, released eval"])
-if "Lucene contents:" in t_audit.columns:
-    scope = "" if full else " (on subsets: plumbing only, not comparable with the paper)"
-    for name, r in t_audit.iterrows():
-        sub = name.startswith("hotpotqa")
-        hot = " — a 9,171-paragraph subset, not the paper's corpus" if sub else ""
-        gains = ("" if sub else
-                 f" Published DeepRetrieval-3B {r['published DeepRetrieval-3B']:.3f}: "
-                 f"{100 * r['gain vs published BM25']:+.1f} points over the published baseline, "
-                 f"{100 * r['gain vs plain Lucene (released eval)']:+.1f} over plain Lucene scored the same way.")
-        lines.append(
-            f"- **{name}**{hot}{scope}: published BM25 {r['published BM25']:.3f}; Lucene with "
-            f"plain queries {r['Lucene plain']:.3f}; with the released `contents:` prefix "
-            f"{r['Lucene contents:']:.3f}; prefix + released evaluation script "
-            f"{r['Lucene contents:, released eval']:.3f}; bm25s {r['bm25s']:.3f}." + gains)
-    if "nfcorpus" in t_audit.index and full:
-        n = t_audit.loc["nfcorpus"]
-        diff = n["Lucene contents:"] - n["published BM25"]
-        record("nfcorpus.prefix_minus_published", diff)
-        lines.append(f"- NFCorpus: the released code's query string reproduces the published "
-                     f"baseline within {abs(diff):.4f} (acceptance: 0.005).")
-    if "scifact" in t_audit.index and full:
-        s_ = t_audit.loc["scifact"]
-        lines.append(f"- SciFact: the prefix alone leaves {s_['Lucene contents:'] - s_['published BM25']:+.4f} "
-                     f"to the published value; scoring with the released evaluation script "
-                     f"(one item per qrels row, last target per query) leaves "
-                     f"{s_['Lucene contents:, released eval'] - s_['published BM25']:+.4f}. "
-                     + (f"HotpotQA's published {t_audit.loc['hotpotqa-large', 'published BM25']:.3f} "
-                        "(5.2M paragraphs) cannot be checked on the subset here."
-                        if "hotpotqa-large" in t_audit.index else ""))
-    if (tdir / "11_prefix_damage.csv").exists():
-        t_dmg = pd.read_csv(tdir / "11_prefix_damage.csv").set_index("dataset")
-        lines.append("- Share of queries that lose their first word to the prefix: "
-                     + ", ".join(f"{n} {r['share first word lost']:.0%}" for n, r in t_dmg.iterrows())
-                     + " (mean query length " + ", ".join(f"{n} {r['mean query tokens']:.1f}"
-                                                          for n, r in t_dmg.iterrows())
-                     + " tokens).")
-    if "Lucene / bm25s speed" in t_eng.columns:
-        for name, r in t_eng.iterrows():
-            record(f"engines.{name}.top10_overlap", r["top-10 overlap bm25s vs Lucene"])
-        lines.append("- bm25s vs Lucene on the same queries (k1/b equal): nDCG@10 "
-                     + ", ".join(f"{n} {r['nDCG@10 bm25s']:.3f} vs {r['nDCG@10 Lucene']:.3f}"
-                                 for n, r in t_eng.iterrows())
-                     + "; top-10 overlap " + ", ".join(f"{n} {r['top-10 overlap bm25s vs Lucene']:.2f}"
-                                                       for n, r in t_eng.iterrows())
-                     + (("; with Lucene's own tokens " + ", ".join(
-                         f"{n} {r['top-10 overlap (Lucene tokens) vs Lucene']:.2f}"
-                         for n, r in t_eng.iterrows())) if "top-10 overlap (Lucene tokens) vs Lucene" in t_eng.columns else "")
-                     + ". Lucene's batched search answered "
-                     + ", ".join(f"{n} {r['Lucene q/s']:.0f} q/s ({r['Lucene / bm25s speed']:.2f}x bm25s)"
-                                 for n, r in t_eng.iterrows()) + " in this run.")
-else:
-    lines.append("- Lucene (Pyserini) was not available: install the `lucene` extra and a Java "
-                 "runtime to run the audit. bm25s nDCG@10: "
-                 + ", ".join(f"{n} {r['bm25s']:.3f}" for n, r in t_audit.iterrows()) + ".")
-lines.append(f"- Literature-search adapters on replayed answers: rewards "
-             + ", ".join(f"{r.qid} {r.reward:+.2f}" for r in t_lit.itertuples())
-             + f" (Recall@{litsearch_k} tiers); a live search without network fails in one line.")
-record("litsearch.rewards", [float(x) for x in t_lit.reward])
+rec_11, lines = A.final_summary(tables_dir, full=full, litsearch_k=litsearch_k)
+for key, value in rec_11.items():
+    record(key, value)
 lines += ev_lines  # section 4, read from its own tables' frames above
 display(Markdown("\n".join(lines)))

@@ -68,6 +68,10 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # the same seed and reads what it compares with from 07's **published** tables
 # (`07_stage_summary` for the budget, `07_per_question_ndcg10` and `07_acqo_results` for the
 # rows), so it can run in a session of its own.
+#
+# **What you will learn:** whether ACQO's gain comes from splitting questions or from RL
+# on the retriever's reward as such, measured at the same number of optimizer steps on
+# the same test questions.
 
 # %%
 import time
@@ -76,46 +80,29 @@ from qrlib import session
 
 S = session.start("12_acqo_vanilla_rl", run_dir=run_dir, figures_dir=figures_dir,
                   tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
-                  torch_threads=torch_threads, rollouts=rollouts,
-                  dense_model=dense_model)
+                  torch_threads=torch_threads, rollouts=rollouts, dense_model=dense_model)
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import Markdown
 
-from qrlib.data import datasets as qdata
-from qrlib.generation import engine, policy, prompts
-from qrlib.eval import metrics
 from qrlib import plots
-from qrlib.retrieval import retrievers as retrieval
+from qrlib.core.io import save_json, save_table
+from qrlib.data import datasets as qdata
 from qrlib.data import rows as qrows
-from qrlib.core.io import read_table, save_json, save_table
-from qrlib.methods.acqo.curriculum import generate_decompositions, search_fused
-from qrlib.rl.env import RewardEnv
-from qrlib.core.errors import QrlibError
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
-from qrlib.eval.compare import compare, comparison_table
+from qrlib.eval.scale import SCALE_COLUMNS
+from qrlib.generation import engine, policy, prompts
+from qrlib.methods.acqo import study
+from qrlib.methods.acqo import vanilla_study as van
+from qrlib.methods.acqo.curriculum import generate_decompositions
+from qrlib.rl.health import health_report
 from qrlib.rl.train import load_config, train
+from qrlib.workbook.findings import what_we_found
 
-
-def vanilla_label(kind):
-    """The vanilla model's row label, per retriever."""
-    return f"vanilla RL ({kind}-trained, one query)"
-
-
-def published(name):
-    """One of notebook 07's published tables of this profile (a one-line error if absent)."""
-    path = tables_dir / f"{name}.csv"
-    if not path.exists():
-        raise QrlibError(f"notebook 12 reads 07's table {path}, which does not exist; run "
-                         f"notebook 07 of profile {profile} first")
-    return read_table(path)
-
-
-STAGES = published("07_stage_summary")
-ACQO_RESULTS = published("07_acqo_results")
-ACQO_PER_Q = published("07_per_question_ndcg10")
+STAGES, ACQO_RESULTS, ACQO_PER_Q = (  # 07's published tables of this profile
+    study.published_table(tables_dir, name, reader="12", writer="07", profile=profile)
+    for name in ("07_stage_summary", "07_acqo_results", "07_per_question_ndcg10"))
 print(f"profile={profile} model={model}")
 STAGES
 
@@ -124,20 +111,16 @@ STAGES
 #
 # The same training questions as notebook 06 (the same subset call and seed) over the same
 # corpus. The budget is the number of optimizer steps ACQO's Stage I and Stage II actually
-# took per retriever, read from 07's stage table (`train_steps` overrides it).
+# took per retriever, read from 07's stage table (`train_steps` overrides it). The prompt
+# asks for one query in ACQO's JSON answer format. Below 60 steps a run checks the
+# plumbing rather than the method, and "What we found" says so.
 
 # %%
 TRAIN_ROWS, CORPUS, QRELS, SIZES = qdata.pooled_subsets(
     train_datasets, "train", n_queries=n_train_queries, n_distractors=n_distractors, seed=seed,
     data_dir=data_dir)
 print(f"{len(TRAIN_ROWS)} training questions, {len(CORPUS)} paragraphs")
-BUDGET = {}
-for kind in retrievers:
-    steps = STAGES[STAGES.retriever == kind]["steps"]
-    if steps.empty and train_steps is None:
-        raise QrlibError(f"07_stage_summary has no {kind} row; set train_steps or run 07 with "
-                         f"retriever {kind}")
-    BUDGET[kind] = int(train_steps) if train_steps is not None else int(steps.sum())
+BUDGET = van.step_budget(STAGES, retrievers, train_steps)
 print("RL steps per retriever:", BUDGET)
 print(f"--- prompt {prompt}")
 print(prompts.render(prompts.get(prompt), context="", question=TRAIN_ROWS[0]["question"])[-1]["content"])
@@ -146,14 +129,14 @@ print(prompts.render(prompts.get(prompt), context="", question=TRAIN_ROWS[0]["qu
 # ## 2. Training
 #
 # `RewardEnv(reward="ndcg", max_subqueries=1)`: a completion with more than one query, or
-# none that parses, scores 0. Settings shared with ACQO's stages are the profile's.
+# none that parses, scores 0. Settings shared with ACQO's stages are the profile's. Unlike
+# ACQO's Stage I reward (Eq. 6), which can only gain from an extra sub-query, this reward
+# gives no room to explore splits: the policy can only learn which single query its
+# retriever ranks best.
 
 # %%
 SUMMARIES, NAMES = {}, {}
 for kind in retrievers:
-    retr = (retrieval.build_retriever("bm25", CORPUS, k1=1.2, b=0.75) if kind == "bm25" else
-            retrieval.build_retriever("dense", CORPUS, index="hnsw", hnsw_m=32,
-                                      cache_dir=cache_dir, show_progress=False))
     cfg = load_config(dict(
         name=f"vanilla-rl-{kind}", run_dir=str(run_dir), model=model, prompt=prompt,
         prefill=prefill, reward="ndcg", algorithm="dapo", max_steps=BUDGET[kind],
@@ -162,7 +145,7 @@ for kind in retrievers:
         learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
         dynamic_sampling=dynamic_sampling, save_steps=max(1, BUDGET[kind] // 4), seed=seed,
         retriever=kind, stop=list(stop)))
-    env = RewardEnv(retr, QRELS, reward="ndcg", fmt="acqo", k=reward_k, max_subqueries=1)
+    env = van.vanilla_env(study.train_retriever(kind, CORPUS, cache_dir=cache_dir), QRELS, k=reward_k)
     t0 = time.perf_counter()
     SUMMARIES[kind] = s = train(cfg, env=env, rows=TRAIN_ROWS)
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
@@ -180,11 +163,8 @@ _ = save_json({"summaries": SUMMARIES, "budget": BUDGET}, out_dir / "vanilla.jso
 # copy or echo share is above 0.9 over its last quarter of steps.
 
 # %%
-from qrlib.rl.health import health_report
-
-HEALTH, health_lines = health_report(SUMMARIES, "12_health",
-                                     tables_dir=tables_dir, figures_dir=figures_dir,
-                                     profile=profile, setting=model)
+HEALTH, health_lines = health_report(SUMMARIES, "12_health", tables_dir=tables_dir,
+                                     figures_dir=figures_dir, profile=profile, setting=model)
 print("\n".join(health_lines))
 
 # %% [markdown]
@@ -192,38 +172,17 @@ print("\n".join(health_lines))
 #
 # Reward (nDCG@10 of the rollout's query on its training question), the share of groups
 # whose rollouts all scored the same (zero advantage: nothing to learn from that group),
-# and the share of well-formed rollouts.
+# and the share of well-formed rollouts. The table compares the first and the last
+# quarter of the steps: a reward that rises while most groups have zero spread was learned
+# from the few groups that had any.
 
 # %%
 LOGS = {k: pd.read_csv(run_dir / "rl" / NAMES[k] / "log.csv") for k in retrievers}
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-for i, (kind, log) in enumerate(LOGS.items()):
-    c = f"C{i}"
-    axes[0].plot(log.step, log.reward, color=c, alpha=0.35)
-    axes[0].plot(log.step, log.reward.rolling(8, min_periods=1).mean(), color=c, label=kind)
-    axes[1].plot(log.step, log.frac_reward_zero_std.rolling(8, min_periods=1).mean(), color=c,
-                 label=kind)
-    axes[2].plot(log.step, log.format_valid.rolling(8, min_periods=1).mean(), color=c,
-                 label=kind)
-axes[0].set(xlabel="training step", ylabel="reward nDCG@10 (rolling mean of 8)")
-axes[1].set(xlabel="training step", ylabel="groups with zero reward spread", ylim=(-0.05, 1.05))
-axes[2].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
-for ax in axes:
-    plots.legend_outside(ax, where="below")
-fig.tight_layout()
-plots.save_figure(fig, "12_vanilla_curves", figures_dir,
+plots.save_figure(van.curves_figure(LOGS), "12_vanilla_curves", figures_dir,
                   caption="Vanilla RL (one query, nDCG@10 reward, DAPO): reward, zero-spread "
                           "groups and format validity per step",
-                  profile=profile,
-                  setting=f"{model}; from the logs: "
-                          + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
-CURVES = pd.DataFrame([
-    {"retriever": kind, "steps": part, "reward": g.reward.mean(),
-     "zero-spread groups": g.frac_reward_zero_std.mean(), "format valid": g.format_valid.mean(),
-     "s/step": g.step_seconds.mean()}
-    for kind, log in LOGS.items()
-    for part, g in (("first quarter", log.head(max(1, len(log) // 4))),
-                    ("last quarter", log.tail(max(1, len(log) // 4))))])
+                  profile=profile, setting=f"{model}; from the logs: {study.logs_setting(LOGS)}")
+CURVES = van.curve_summary(LOGS)
 save_table(CURVES.round(4), "12_vanilla_curve_summary", tables_dir,
            caption="Vanilla RL, first vs last quarter of training (from the run's log)")
 CURVES
@@ -231,69 +190,44 @@ CURVES
 # %% [markdown]
 # ## 4. The test: the same questions, corpus and retriever as notebook 07
 #
-# Greedy decoding as in 07 (same prefill, parse and token budget), searched exactly. The
-# raw question is searched again here and must give 07's per-question scores, which
-# checks that both notebooks test the same questions against the same corpus.
+# Greedy decoding as in 07 (same prefill, parse and token budget: the adapter's decoding
+# contract), searched exactly. The raw question is searched again here and must give 07's
+# per-question scores, which checks that both notebooks test the same questions against
+# the same corpus (`check_raw` stops the notebook otherwise). A rewrite that is not
+# well-formed (one query in the JSON answer) is searched with what the lenient parser
+# recovers from it, or as the question itself; the share of well-formed ones is the
+# row's `test valid`.
 
 # %%
-MEASURES = ["R@4", "R@10", "R@100", "AP@10", "RR@10", "nDCG@10"]
-TEST, PER_Q, DECOMP = {}, {}, {}
-for name in test_datasets:
-    ds = qdata.subset(qdata.load_dataset(name, "test", data_dir=data_dir),
-                      n_queries=n_test_queries, n_distractors=n_test_distractors, seed=seed)
-    TEST[name] = ds
-    rows_t = qrows.rows_from_dataset(ds)
-    for kind in retrievers:
-        retr = retrieval.build_retriever(kind, ds.corpus, **(
-            {"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}))
-        raw_run, _ = search_fused(retr, {q: [ds.queries[q]] for q in ds.queries}, k=eval_k)
-        raw = metrics.evaluate(raw_run, ds.qrels, MEASURES, per_query=True)
-        theirs = ACQO_PER_Q[(ACQO_PER_Q.dataset == name) & (ACQO_PER_Q.retriever == kind)]
-        theirs = theirs.set_index(theirs.query_id.astype(str))["raw question"]
-        mine = raw.set_index(raw.query_id.astype(str))["nDCG@10"]
-        if sorted(theirs.index) != sorted(mine.index) or \
-                (theirs.reindex(mine.index) - mine).abs().max() > 1e-5:
-            raise QrlibError(f"{name}/{kind}: the raw question's nDCG@10 differs from 07's "
-                             f"published one: the test settings do not match notebook 07's")
-        PER_Q[name, kind, "raw question"] = raw
-        m, tok = policy.load_policy(model, adapter=SUMMARIES[kind]["adapter"])
-        DECOMP[name, kind] = dec = generate_decompositions(
-            m, tok, rows_t, contract=SUMMARIES[kind]["adapter"], progress=False,
-            autocast=eval_autocast, batch_size=eval_batch_size)  # training's decoding contract
-        del m
-        run, _ = search_fused(retr, {d["qid"]: d["subqueries"] for d in dec}, k=eval_k)
-        pq = metrics.evaluate(run, ds.qrels, MEASURES, per_query=True)
-        pq["n_sub"] = pq.query_id.map({d["qid"]: len(d["subqueries"]) for d in dec})
-        PER_Q[name, kind, "vanilla RL"] = pq
-        print(f"{name}/{kind}: {len(dec)} test rewrites, "
-              f"{sum(d['format_ok'] for d in dec)} well-formed")
+TEST = study.load_test_cuts(test_datasets, data_dir=data_dir, n_queries=n_test_queries,
+                            n_distractors=n_test_distractors, seed=seed)
+PER_Q, DECOMP = {}, {}
+for (name, kind), retr in study.eval_retrievers(TEST, retrievers, cache_dir=cache_dir).items():
+    PER_Q[name, kind, "raw question"] = van.check_raw(retr, TEST[name], ACQO_PER_Q, name, kind,
+                                                      k=eval_k)
+    m, tok = policy.load_policy(model, adapter=SUMMARIES[kind]["adapter"])
+    DECOMP[name, kind] = dec = generate_decompositions(
+        m, tok, qrows.rows_from_dataset(TEST[name]), contract=SUMMARIES[kind]["adapter"],
+        progress=False, autocast=eval_autocast, batch_size=eval_batch_size)  # training's contract
+    del m
+    PER_Q[name, kind, "vanilla RL"], _ = study.score_subqueries(
+        retr, TEST[name].qrels, study.subqueries_of(dec), van.MEASURES, k=eval_k)
+    print(f"{name}/{kind}: {len(dec)} test rewrites, {sum(d['format_ok'] for d in dec)} well-formed")
 engine.close_engines()
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "rewrites.json")
-VALID = {k: sum(d["format_ok"] for d in v) / len(v) for k, v in DECOMP.items()}  # test validity
+VALID = {k: study.validity(v) for k, v in DECOMP.items()}  # test validity
 
 # %% [markdown]
 # ## 5. Vanilla RL in ACQO Table 3's columns, next to 07's rows
 #
 # Retrieval metrics of the vanilla model on the test questions, beside 07's rows (raw,
 # rule split, untrained single query, ACQO Stage I + II) copied from its published table
-# with their training scale.
+# with their training scale. Read the `RL steps` column first: the vanilla row should show
+# the same number as ACQO's, or the comparison is not at equal budget.
 
 # %%
-rows = []
-for (name, kind, label), pq in PER_Q.items():
-    if label == "vanilla RL":
-        rows.append({"dataset": name, "retriever": kind, "model": vanilla_label(kind),
-                     **{metrics.label(m): pq[m].mean() for m in MEASURES},
-                     "sub-queries": pq["n_sub"].mean(),
-                     **scale_columns(model, [LOGS[kind]], test_queries=len(pq),
-                                     test_valid=VALID[name, kind])})
-VANILLA = pd.DataFrame(rows)
-keep = ACQO_RESULTS.model.str.startswith(("raw question", "untrained [no-decompose]", "rule:",
-                                          "ACQO: Stage I+II"))
-THEIRS = ACQO_RESULTS[keep & ACQO_RESULTS.dataset.isin(test_datasets)
-                      & ACQO_RESULTS.retriever.isin(retrievers)]
-RESULTS = pd.concat([THEIRS[[c for c in VANILLA.columns if c in THEIRS.columns]], VANILLA],
-                    ignore_index=True)
+RESULTS, VANILLA, THEIRS = van.results_table(PER_Q, ACQO_RESULTS, LOGS, VALID, model=model,
+                                             test_datasets=test_datasets, retrievers=retrievers)
 save_table(RESULTS.round(4), "12_vanilla_results", tables_dir,
            caption="Vanilla RL (one query, nDCG@10 reward) at ACQO's step budget next to 07's "
                    f"rows, test questions; training scale ({', '.join(SCALE_COLUMNS)}) from "
@@ -307,39 +241,12 @@ RESULTS.round(3)
 # (`qrlib.eval.compare`): the per-question difference in nDCG@10, its mean and 95 %
 # paired-bootstrap interval over the test questions, and the training scale behind the
 # method. Vanilla RL against the raw question, the untrained single query and the rule
-# split; and the question ACQO Table 5 answers, ACQO (Stage I + II) minus vanilla RL.
+# split; and the question ACQO Table 5 answers, ACQO (Stage I + II) minus vanilla RL: a
+# positive difference there credits decomposition, not RL alone.
 
 # %%
-rows = []
-for (name, kind, label), pq in PER_Q.items():
-    if label != "vanilla RL":
-        continue
-    cols = ACQO_PER_Q[(ACQO_PER_Q.dataset == name) & (ACQO_PER_Q.retriever == kind)]
-    cols = cols.set_index(cols.query_id.astype(str)).drop(columns=["dataset", "retriever", "query_id"])
-    van = vanilla_label(kind)
-    cols[van] = pq.set_index(pq.query_id.astype(str))["nDCG@10"]
-    scale = scale_columns(model, [LOGS[kind]], test_queries=len(pq), test_valid=VALID[name, kind])
-    acqo = f"ACQO: Stage I+II ({kind}-trained)"
-    rule = next((c for c in cols.columns if c.startswith("rule:")), None)
-    pairs = [(van, "trained", scale, "raw question", "baseline"),
-             (van, "trained", scale, "untrained [no-decompose]", "untrained"),
-             (van, "trained", scale, rule, "model-free")]
-    if acqo in cols:  # ACQO's scale as 07 published it
-        acqo_scale = THEIRS[(THEIRS.model == acqo) & (THEIRS.dataset == name)].iloc[0]
-        pairs.append((acqo, "trained", acqo_scale[list(SCALE_COLUMNS)].to_dict(), van, "trained"))
-    for method, mkind, mscale, base, bkind in pairs:
-        if base not in cols:  # a row 07 did not evaluate in this profile
-            continue
-        rows.append(compare(cols[method].to_dict(), cols[base].to_dict(), paper="acqo",
-                            dataset=name, retriever=kind, metric="nDCG@10", method=method,
-                            kind=mkind, baseline=base, baseline_kind=bkind, scale=mscale,
-                            resamples=bootstrap, seed=seed))
-COMPARISONS = comparison_table(rows)
-for _, r in COMPARISONS.iterrows():
-    record(f"{r.dataset}.{r.retriever}.{r.method} minus {r.baseline}", [r["diff"], r.lo, r.hi])
-    if r.kind == "trained" and r["baseline kind"] == "baseline":
-        record(f"{r.dataset}.{r.retriever}.vanilla.ndcg10", r.score)
-        record(f"{r.dataset}.{r.retriever}.vanilla.rl_steps", r["RL steps"])
+COMPARISONS = van.comparisons(PER_Q, ACQO_PER_Q, THEIRS, LOGS, VALID, model=model,
+                              bootstrap=bootstrap, seed=seed)
 save_table(COMPARISONS.round(4), "12_comparisons", tables_dir,
            caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
                    "the test questions; the qrlib.eval.compare schema): vanilla RL against the "
@@ -350,14 +257,14 @@ COMPARISONS[["method", "baseline", "score", "baseline score", "diff", "lo", "hi"
 
 # %% [markdown]
 # ## 6. Examples
+#
+# The first test questions as the vanilla model rewrote them. Set them beside notebook
+# 07's examples (its section 9) to see what one query can and cannot do with a question
+# that needs two paragraphs.
 
 # %%
-name0 = test_datasets[0]
-ex = [{"retriever": kind, "question": TEST[name0].queries[d["qid"]],
-       "rewrite": " %% ".join(d["subqueries"]), "format ok": d["format_ok"]}
-      for kind in retrievers for d in DECOMP[name0, kind][:n_examples]]
 pd.set_option("display.max_colwidth", 140)
-pd.DataFrame(ex)
+van.examples(DECOMP, TEST[test_datasets[0]], test_datasets[0], retrievers, n_examples)
 
 # %% [markdown]
 # ## What we found
@@ -366,17 +273,16 @@ pd.DataFrame(ex)
 # `qrlib.workbook.findings`:
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.workbook.findings import what_we_found
-
-extra = [f"Vanilla RL writes {VANILLA['sub-queries'].min():.2f}-{VANILLA['sub-queries'].max():.2f} "
-         "queries per question (one by design)."]
-acqo_vs = COMPARISONS[COMPARISONS.method.str.startswith("ACQO")]
 display(Markdown(
     what_we_found(COMPARISONS[~COMPARISONS.method.str.startswith("ACQO")],
                   notebook="12_acqo_vanilla_rl", tables_dir=tables_dir, health=HEALTH,
-                  extra=extra, subject="vanilla RL")
-    + ("" if acqo_vs.empty else " ACQO against vanilla RL (the question of ACQO Table 5): "
-       + "; ".join(f"{r['dataset']}/{r['retriever']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
-                   for _, r in acqo_vs.iterrows()) + ".")))
+                  extra=van.extra_sentences(VANILLA), subject="vanilla RL")
+    + van.findings_tail(COMPARISONS)))
+
+# %% [markdown]
+# The last cell stores the numbers the tests read (every comparison, the vanilla row's
+# nDCG@10 and RL steps); it prints nothing.
+
+# %%
+for key, value in van.records(COMPARISONS).items():
+    record(key, value)

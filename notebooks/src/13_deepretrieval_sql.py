@@ -86,7 +86,6 @@ S = session.start("13_deepretrieval_sql", run_dir=run_dir, figures_dir=figures_d
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from qrlib import plots
@@ -94,17 +93,21 @@ from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.data import rows as qrows
 from qrlib.eval import published
-from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.eval.compare import comparison_table
+from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.generation import engine, policy, prompts
+from qrlib.methods.deepretrieval import sql_report as Q
 from qrlib.methods.deepretrieval import sql_task
 from qrlib.rl.coldstart import rl_after_sft
-from qrlib.rl.env import RewardEnv
-from qrlib.generation.contract import DecodingContract
-from qrlib.rl.train import load_config, train
+from qrlib.rl.train import train
 
 # %% [markdown]
 # ## 1. Questions, databases and the split
+#
+# Spider dev's questions are loaded with the database each one asks about; the split puts
+# every database wholly on one side, and a seeded sample of questions is drawn from each
+# side. The table counts databases and questions per side and the Spider hardness levels
+# (easy, medium, hard, extra) of the questions actually used.
 
 # %%
 SPIDER = qdata.load_spider(data_dir)
@@ -113,11 +116,7 @@ ALL_TRAIN = qrows.rows_from_spider(SPIDER, "train", test_fraction=test_fraction)
 ALL_TEST = qrows.rows_from_spider(SPIDER, "test", test_fraction=test_fraction)
 TRAIN_ROWS = sql_task.sample_questions(ALL_TRAIN, n_train_queries, seed=seed)
 TEST_ROWS = sql_task.sample_questions(ALL_TEST, n_test_queries, seed=seed)
-SPLIT = pd.DataFrame([{"part": part, "databases": len({r["db_id"] for r in rs}),
-                       "questions": len(rs), "used": len(used),
-                       **{lv: sum(LEVELS[r["qid"]] == lv for r in used) for lv in sql_task.LEVELS}}
-                      for part, rs, used in (("train", ALL_TRAIN, TRAIN_ROWS),
-                                             ("test", ALL_TEST, TEST_ROWS))])
+SPLIT = Q.split_table(ALL_TRAIN, ALL_TEST, TRAIN_ROWS, TEST_ROWS, LEVELS)
 save_table(SPLIT, "13_split", tables_dir,
            caption=f"Spider dev split by database (test_fraction={test_fraction}; no database in "
                    f"both); skipped for a missing database: {SPIDER.skipped}; hardness levels of "
@@ -148,27 +147,22 @@ print(prompts.render(prompts.get(rl_prompt), schema=TEST_ROWS[0]["schema"][:400]
 # Each finished run gives its memory back before the next one starts (`train` drops the
 # traceback a library keeps of the trainer's frames and returns the freed heap to the system;
 # `qrlib.rl.release`), so the three runs share one process.
+#
+# Each run's decoding contract (prompt, prefill, stop at `</answer>`, token budget, parser)
+# is fixed here and saved beside its adapter; the zero-shot rows of section 3 decode with
+# the contract of the run trained with their prompt. A run prints its steps, seconds and
+# rollouts when it ends.
 
 # %%
-RUNS = {"RL from scratch": dict(run="scratch", sft_steps=0, rows=TRAIN_ROWS, prompt=rl_prompt,
-                                prefill=prefill),
-        "RL after SFT": dict(run="coldstart", sft_steps=sft_steps, prompt=rl_prompt,
-                             prefill=prefill, rows=sql_task.gold_targets(TRAIN_ROWS, rl_prompt)),
-        "RL from scratch (think)": dict(run="think", sft_steps=0, rows=TRAIN_ROWS,
-                                        prompt=think_prompt,
-                                        prefill=prompts.get(think_prompt).meta["prefill"])}
+RUNS = Q.run_specs(TRAIN_ROWS, rl_prompt=rl_prompt, prefill=prefill, sft_steps=sft_steps,
+                   think_prompt=think_prompt)
 unknown = sorted(set(rl_runs) - {v["run"] for v in RUNS.values()})
 assert not unknown, f"unknown rl_runs {unknown}; accepted: scratch, coldstart, think"
 
 
 def run_contract(spec):
-    """The decoding contract of a run (prompt, prefill, stop, budget, parser): its rollouts
-    and its test queries decode with it, and so does a zero-shot row with its prompt."""
-    long = spec["run"] == "think"  # reasoning needs a longer budget
-    return DecodingContract(prompt=spec["prompt"], prefill=spec["prefill"], stop=("</answer>",),
-                            max_new_tokens=think_max_completion_length if long
-                            else max_completion_length,
-                            fmt=prompts.get(spec["prompt"]).meta["fmt"])
+    return Q.run_contract(spec, max_new_tokens=max_completion_length,
+                          think_max_new_tokens=think_max_completion_length)
 
 
 CONTRACTS = {spec["prompt"]: run_contract(spec) for spec in RUNS.values()
@@ -176,22 +170,12 @@ CONTRACTS = {spec["prompt"]: run_contract(spec) for spec in RUNS.values()
 RUNS = {k: v for k, v in RUNS.items() if v["run"] in rl_runs}
 SUMMARIES = {}
 for label, spec in RUNS.items():
-    env = RewardEnv(None, {}, reward="deepretrieval_sql",
-                    fmt=prompts.get(spec["prompt"]).meta["fmt"],
-                    think_prefilled=spec["prefill"].endswith("<think>"),
-                    preset=None if reward_preset == "paper" else reward_preset,
-                    sql_timeout_s=sql_timeout_s,
-                    **({"exec_bonus": exec_bonus} if exec_bonus else {}))
-    c = run_contract(spec)
-    cfg = load_config(dict(
-        name=f"sql-{spec['run']}", run_dir=str(run_dir), model=model, prompt=c.prompt,
-        prefill=c.prefill, reward="deepretrieval_sql", algorithm="dapo",
-        max_steps=train_steps, sft_steps=spec["sft_steps"], sft_learning_rate=sft_learning_rate,
-        prompts_per_step=prompts_per_step, num_generations=num_generations,
-        max_completion_length=c.max_new_tokens, temperature=temperature, top_p=top_p,
-        learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-        dynamic_sampling=dynamic_sampling, stop=list(c.stop),
-        save_steps=max(1, train_steps // 4), seed=seed))
+    env = Q.sql_env(spec, preset=reward_preset, exec_bonus=exec_bonus, timeout_s=sql_timeout_s)
+    cfg = Q.sql_config(spec, run_contract(spec), max_steps=train_steps, lora_r=lora_r,
+                       run_dir=str(run_dir), model=model, sft_learning_rate=sft_learning_rate,
+                       prompts_per_step=prompts_per_step, num_generations=num_generations,
+                       temperature=temperature, top_p=top_p, learning_rate=learning_rate,
+                       dynamic_sampling=dynamic_sampling, seed=seed)
     fit = rl_after_sft if spec["sft_steps"] else train  # SFT checkpointed, then GRPO
     SUMMARIES[label] = s = fit(cfg, env=env, rows=spec["rows"])
     print(label, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
@@ -224,41 +208,24 @@ print("\n".join(health_lines))
 # reasoning plus the query, the quantity DeepRetrieval's Fig. 4 follows over training.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.4))
-for i, (label, log) in enumerate(LOGS.items()):
-    for ax, col in zip(axes, ("reward", "format_valid", "completion_length")):
-        ax.plot(log.step, log[col].rolling(8, min_periods=1).mean(), color=f"C{i}", label=label)
-axes[0].set(xlabel="training step", ylabel="reward (rolling mean of 8)")
-axes[1].set(xlabel="training step", ylabel="format-valid rollouts", ylim=(-0.05, 1.05))
-axes[2].set(xlabel="training step", ylabel="completion tokens (reasoning + SQL)")
-for ax in axes:
-    plots.legend_outside(ax, where="below")
-fig.tight_layout()
+fig, setting_13 = Q.sql_curves(LOGS, model)
 _ = plots.save_figure(fig, "13_sql_curves", figures_dir, profile=profile,
-                  caption="SQL RL runs: reward and format validity per step",
-                  setting=f"{model}; from the logs: "
-                          + "; ".join(f"{k} {fmt_scale(log_scale(lg))}" for k, lg in LOGS.items()))
+                      caption="SQL RL runs: reward and format validity per step", setting=setting_13)
 
 # %% [markdown]
 # ## 3. The test: every row on the same test questions
 #
 # Greedy decoding with the decoding contract of training (prompt, prefill, stop strings,
 # budget, parser); the statement is parsed as the reward parses it and run in the sandbox.
-# Execution accuracy is the share of questions whose result equals the gold query's.
+# Execution accuracy is the share of questions whose result equals the gold query's,
+# $\mathrm{EX} = \frac1n\sum_i \mathbb 1[\mathrm{exec}(\hat s_i) = \mathrm{exec}(s_i^*)]$.
+# Each row prints its accuracy, its share of well-formed answers and its share of
+# statements that ran; a small policy zero-shot writes many statements that do not run.
 
 # %%
-# every row decodes with a training run's contract: a trained adapter with its own
-# (`decoding.json`), a zero-shot row with the contract of the run trained with its prompt
-MODELS = {f"zero-shot ({p.split('-')[-1]})": (None, CONTRACTS[p]) for p in zero_shot_prompts}
-if "RL after SFT" in SUMMARIES:
-    a = SUMMARIES["RL after SFT"].get("sft_adapter")
-    MODELS["SFT on gold (nothink)"] = (a, a)
-for label, s in SUMMARIES.items():
-    MODELS[label] = (s["adapter"], s["adapter"])
+MODELS = Q.eval_models(CONTRACTS, zero_shot_prompts, SUMMARIES)  # label -> (adapter, contract)
 GEN, SCORES = {}, {}
 for label, (adapter, contract) in MODELS.items():
-    if label.startswith("SFT") and adapter is None:
-        continue  # sft_steps == 0
     m, tok = policy.load_policy(model, adapter=adapter)
     GEN[label] = g = sql_task.generate_sql(m, tok, TEST_ROWS, contract=contract,
                                            autocast=eval_autocast)
@@ -275,57 +242,25 @@ _ = save_json({k: v.to_dict("records") for k, v in GEN.items()}, out_dir / "gene
 #
 # Execution accuracy overall and per Spider hardness level, next to the training scale of
 # each row, and each row against the zero-shot model without reasoning (95 % paired
-# bootstrap over the test questions; the `qrlib.eval.compare` schema).
+# bootstrap over the test questions; the `qrlib.eval.compare` schema). Per question the
+# difference is $d_i \in \{-1, 0, 1\}$, so the interval is wide unless many questions
+# change; the wins, losses and ties columns show how many did.
 
 # %%
-SFT_SCALE = dict(sft_steps=sft_steps, sft_queries=len(TRAIN_ROWS))
-SCALE = {label: scale_columns(model, [log], test_queries=len(TEST_ROWS),
-                              test_valid=GEN[label].format_ok.mean(),
-                              **(SFT_SCALE if RUNS[label]["sft_steps"] else {}))
-         for label, log in LOGS.items()}
-SCALE["SFT on gold (nothink)"] = scale_columns(
-    model, test_queries=len(TEST_ROWS), test_valid=GEN["SFT on gold (nothink)"].format_ok.mean(),
-    **SFT_SCALE)
-for label in GEN:  # untrained rows: no training, their own test validity
-    SCALE.setdefault(label, scale_columns(model, test_queries=len(TEST_ROWS),
-                                          test_valid=GEN[label].format_ok.mean()))
-rows = []
-for label, sc in SCORES.items():
-    acc = sql_task.accuracy_by_level(sc, LEVELS)
-    rows.append({"model": label, "execution accuracy": acc["all"],
-                 **{lv: acc.get(lv, float("nan")) for lv in sql_task.LEVELS},
-                 "ran": sc.executed.mean(), "well-formed": GEN[label].format_ok.mean(),
-                 "gen tokens": GEN[label].gen_tokens.mean(),
-                 "think words": GEN[label].think_words.mean(),
-                 **SCALE[label]})
-TABLE3 = pd.DataFrame(rows)
+SCALE = Q.row_scales(LOGS, RUNS, GEN, model=model, n_test=len(TEST_ROWS), sft_steps=sft_steps,
+                     n_train=len(TRAIN_ROWS))
+TABLE3 = Q.table3(SCORES, GEN, LEVELS, SCALE)
 save_table(TABLE3.round(4), "13_sql_results", tables_dir,
            caption=f"SQL database search on Spider dev's test databases ({len(TEST_ROWS)} "
                    "questions): execution accuracy overall and per Spider hardness level; "
                    f"training scale ({', '.join(SCALE_COLUMNS)}) from the runs' logs")
-BASE = "zero-shot (nothink)"
-cmp_rows = []
-for label, sc in SCORES.items():
-    if label == BASE or BASE not in SCORES:
-        continue
-    trained = label.startswith(("RL", "SFT"))
-    cmp_rows.append(compare(
-        dict(zip(sc.qid, sc.exec_match.astype(float))),
-        dict(zip(SCORES[BASE].qid, SCORES[BASE].exec_match.astype(float))),
-        paper="deepretrieval", dataset="spider-dev (test databases)", retriever="sqlite",
-        metric="execution accuracy", method=label,
-        kind="trained" if label.startswith("RL") else "warm start" if trained else "untrained",
-        baseline=BASE, baseline_kind="untrained",
-        scale=SCALE[label],
-        resamples=bootstrap, seed=seed))
-COMPARISONS = comparison_table(cmp_rows)
+COMPARISONS = comparison_table(Q.comparison_rows(SCORES, SCALE, base=Q.BASE,
+                                                 resamples=bootstrap, seed=seed))
 save_table(COMPARISONS.round(4), "13_comparisons", tables_dir,
            caption="Each row minus the zero-shot model without reasoning, execution accuracy, "
                    "95% paired bootstrap over the test questions (qrlib.eval.compare schema)")
-for _, r in TABLE3.iterrows():
-    record(f"sql.{r.model}.exec_acc", r["execution accuracy"])
-for _, r in COMPARISONS.iterrows():
-    record(f"sql.{r.method} minus {r.baseline}", [r["diff"], r.lo, r.hi])
+for key, value in Q.result_records(TABLE3, COMPARISONS).items():
+    record(key, value)
 TABLE3.round(3)
 
 # %% [markdown]
@@ -337,18 +272,13 @@ published.table("deepretrieval", "Table 3")
 
 # %% [markdown]
 # ## 5. Examples
+#
+# The first `n_examples` test questions with the SQL of the zero-shot model and of the
+# cold-started RL model, whether its result matched the gold query's, and the gold SQL.
 
 # %%
-ex = []
-for label in ("zero-shot (nothink)", "RL after SFT"):
-    if label in GEN:
-        g = GEN[label].set_index("qid")
-        s = SCORES[label].set_index("qid")
-        for r in TEST_ROWS[:n_examples]:
-            ex.append({"model": label, "question": r["question"], "generated": g.loc[r["qid"], "sql"],
-                       "match": bool(s.loc[r["qid"], "exec_match"]), "gold": r["gold_sql"]})
 pd.set_option("display.max_colwidth", 120)
-pd.DataFrame(ex)
+Q.examples(GEN, SCORES, TEST_ROWS, n_examples)
 
 # %% [markdown]
 # ## What we found
@@ -361,9 +291,6 @@ from IPython.display import Markdown
 
 from qrlib.workbook.findings import what_we_found
 
-best = TABLE3.loc[TABLE3["execution accuracy"].idxmax()]
-extra = [f"The highest execution accuracy is {best['execution accuracy']:.3f} ({best.model}; "
-         f"{best.ran:.0%} of its statements ran)."]
 display(Markdown(what_we_found(COMPARISONS, notebook="13_deepretrieval_sql", tables_dir=tables_dir,
                                health=HEALTH, kinds=("trained", "warm start"),
-                               baseline_kinds=("untrained",), extra=extra)))
+                               baseline_kinds=("untrained",), extra=[Q.best_sentence(TABLE3)])))

@@ -73,6 +73,11 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # (strict format first, then lenient recovery), so format errors cost through $\tilde p_i$
 # and not by searching nothing; notebook 08 trained with a strict parser and saw 1.7 %
 # well-formed rollouts.
+#
+# After this notebook you can say how usable a small model's synthetic questions are, how
+# often a retriever already finds their source unaided (then copying is the best rewrite),
+# and whether a rewriter trained on them moves nDCG@3 on real queries. The grid's plumbing
+# is in `qrlib.methods.rlqr.study`, the method's steps in `qrlib.methods.rlqr.pipeline`.
 
 # %%
 from qrlib import session
@@ -83,22 +88,18 @@ S = session.start("14_rlqr", run_dir=run_dir, figures_dir=figures_dir, tables_di
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import gc
-
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
-from qrlib.data import datasets as qdata
 from qrlib.eval import published
-from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.stats import fmt_interval
-from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
+from qrlib.generation import prompts
 from qrlib.generation.contract import DecodingContract
-from qrlib.generation import engine, policy, prompts, rewrite
-from qrlib.methods.rlqr import pipeline as rlqr
-from qrlib.retrieval import retrievers as retrieval
+from qrlib.methods.rlqr import pipeline as rlqr, study
+from qrlib.rl.health import health_report
+from qrlib.workbook.findings import what_we_found
 
 # %% [markdown]
 # ## 1. Indexes and their real test queries
@@ -107,15 +108,9 @@ from qrlib.retrieval import retrievers as retrieval
 # final test. Synthesis draws from the documents that no test query judges.
 
 # %%
-DATA, RETRIEVERS = {}, {}
-for name in datasets:
-    full = qdata.load_dataset(name, "test", data_dir=data_dir)
-    DATA[name] = te = qdata.subset(full, n_queries=n_test_queries, n_distractors=n_distractors,
-                                   seed=seed)
-    for kind in retrievers:
-        kw = {"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}
-        RETRIEVERS[name, kind] = retrieval.build_retriever(kind, te.corpus, **kw)
-    print(f"{name}: {len(te.queries)} test queries, {len(te.corpus)} documents")
+DATA, RETRIEVERS = study.load_indexes(datasets, retrievers, n_test_queries=n_test_queries,
+                                      n_distractors=n_distractors, seed=seed,
+                                      data_dir=data_dir, cache_dir=cache_dir)
 
 # %% [markdown]
 # ## 2. Index-aligned query synthesis (Alg. 1)
@@ -124,27 +119,18 @@ for name in datasets:
 # `{"scenario": "` so the JSON layout is given. A question is kept when it parses, is not
 # empty (the model's "not enough information"), has 4-64 words and is not copied verbatim
 # from the document (`qrlib.methods.rlqr.synthesis.usable`). Sets are cached in the run
-# folder and reused when the settings match.
+# folder and reused when the settings match. The summary says, per index, how many
+# questions are usable and how often each retriever ranks the source first (*source@1*)
+# when the question is searched as it is: the higher it is, the less a rewrite can add.
 
 # %%
 print(prompts.get("rlqr/synthesis").user)
-ATTEMPTS, rows = {}, []
-for name, te in DATA.items():
-    docs = rlqr.synthesis_docs(te, n_synthesis_docs, seed=seed)
-    ATTEMPTS[name], how = rlqr.synthesize(
-        te, docs, out_dir / "synthesis" / name, model=synthesis_model,
-        doc_words=synthesis_doc_words, max_new_tokens=synthesis_max_new_tokens)
-    print(f"{name}: {len(docs)} documents, synthesis {how}")
-    rows.append(rlqr.synthesis_summary(
-        name, ATTEMPTS[name], {k: RETRIEVERS[name, k].search for k in retrievers}))
-engine.close_engines()
-SYNTH = pd.DataFrame(rows)
-for r in SYNTH.to_dict("records"):
-    record(f"{r['dataset']}.synthesis.usable", r["usable"])
+ATTEMPTS, SYNTH = study.synthesize_all(DATA, RETRIEVERS, retrievers, out_dir / "synthesis",
+                                       model=synthesis_model, n_docs=n_synthesis_docs,
+                                       doc_words=synthesis_doc_words,
+                                       max_new_tokens=synthesis_max_new_tokens, seed=seed)
 save_table(SYNTH.round(4), "14_synthesis", tables_dir,
-           caption=f"RL-QR query synthesis with {synthesis_model}: usable questions, their length "
-                   "in words, and how often each retriever ranks the source document 1st / in "
-                   f"the top 10 when the question is searched as it is [profile: {profile}]")
+           caption=study.caption("14_synthesis", model=synthesis_model, profile=profile))
 SYNTH
 
 # %% [markdown]
@@ -152,49 +138,32 @@ SYNTH
 
 # %%
 pd.set_option("display.max_colwidth", 100)
-pd.concat([a.head(n_examples).assign(dataset=n) for n, a in ATTEMPTS.items()])[
-    ["dataset", "doc_id", "usable", "reason", "scenario", "question"]]
+study.synthesis_examples(ATTEMPTS, n_examples)
 
 # %% [markdown]
 # ## 3. One rewriter per retriever, synthetic queries only (Eq. 5-7)
 #
 # GRPO with a LoRA adapter (TRL's `GRPOTrainer`; RL-QR trains Qwen3 with TRL's default
-# settings for one epoch). The rewrite prompt asks for the query inside `<answer>` tags
+# settings for one epoch). The objective is Eq. 7, GRPO's clipped ratio
+# $\min(\rho_{i,t}\hat A_i, \operatorname{clip}(\rho_{i,t}, 1\pm\epsilon)\hat A_i)$ averaged
+# over the tokens of each of the $G$ rollouts, with $\hat A_i$ the reward of Eq. 6 centred
+# and scaled within its group. The rewrite prompt asks for the query inside `<answer>` tags
 # and nothing else; with `prefill` the answer starts with `<answer>`. Each finished
 # training gives its memory back before the next (`qrlib.rl.release`, called by `train`).
+#
+# `train_sets` picks the questions: *all* of them (the paper), only the *hard* ones whose
+# source the raw question does not rank first for that retriever, or those whose source it
+# ranks 2-50 (*room*). A set with no question trains no rewriter, and the cell says so.
 
 # %%
-SETS = {"all": ("RL-QR", ""), "hard": ("RL-QR (hard questions)", "-hard"),
-        "room": ("RL-QR (source at 2-50)", "-room")}  # label, run suffix
-unknown = [t for t in train_sets if t not in SETS]
-assert not unknown, f"unknown train_sets {unknown}; accepted: {', '.join(SETS)}"
-SUMMARIES, TRAIN_SIZES = {}, []
-for name, te in DATA.items():
-    queries, qrels = rlqr.training_set(ATTEMPTS[name])
-    for kind in retrievers:
-        for tset in train_sets:
-            q_, r_ = ((queries, qrels) if tset == "all" else
-                      rlqr.hard_subset(queries, qrels, RETRIEVERS[name, kind]) if tset == "hard"
-                      else rlqr.room_subset(queries, qrels, RETRIEVERS[name, kind]))
-            TRAIN_SIZES.append({"dataset": name, "retriever": kind, "training set": tset,
-                                "questions": len(q_)})
-            if not q_:
-                print(f"{name} · {kind}: no {tset} training question, so no rewriter for it")
-                continue
-            SUMMARIES[name, kind, tset] = s = rlqr.train_rewriter(
-                f"rlqr-{name}-{kind}{SETS[tset][1]}", RETRIEVERS[name, kind], q_, r_,
-                run_dir=run_dir, k=reward_k, prefill=prefill, model=model, dataset=name,
-                retriever=kind, algorithm=algorithm, beta=beta, max_steps=train_steps,
-                prompts_per_step=prompts_per_step, num_generations=num_generations,
-                max_completion_length=max_completion_length, temperature=temperature,
-                top_p=top_p, learning_rate=learning_rate, lora_r=lora_r, lora_alpha=2 * lora_r,
-                dynamic_sampling=dynamic_sampling, stop=list(stop), seed=seed,
-                save_steps=max(1, train_steps // 4))
-            print(name, kind, tset, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
-print(pd.DataFrame(TRAIN_SIZES).to_string(index=False))
+SUMMARIES, TRAIN_SIZES = study.train_all(
+    ATTEMPTS, RETRIEVERS, retrievers, train_sets, run_dir=run_dir, train_steps=train_steps,
+    stop=stop, lora_r=lora_r, k=reward_k, prefill=prefill, model=model, algorithm=algorithm,
+    beta=beta, prompts_per_step=prompts_per_step, num_generations=num_generations,
+    max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
+    learning_rate=learning_rate, dynamic_sampling=dynamic_sampling, seed=seed)
 save_json({"/".join(key): s for key, s in SUMMARIES.items()}, out_dir / "summaries.json")
-gc.collect()  # the trainers' models and engines, before the evaluation loads its own
-LOGS = {key: pd.read_csv(s["log"], dtype={"qids": str}) for key, s in SUMMARIES.items()}
+LOGS = study.read_logs(SUMMARIES)
 
 # %% [markdown]
 # ### Training health
@@ -206,8 +175,6 @@ LOGS = {key: pd.read_csv(s["log"], dtype={"qids": str}) for key, s in SUMMARIES.
 # copy or echo share is above 0.9 over its last quarter of steps.
 
 # %%
-from qrlib.rl.health import health_report
-
 HEALTH, health_lines = health_report(SUMMARIES, "14_health",
                                      tables_dir=tables_dir, figures_dir=figures_dir,
                                      profile=profile, setting=model)
@@ -217,27 +184,14 @@ print("\n".join(health_lines))
 # ### Training curves
 #
 # Mean reward (nDCG@3 plus the penalty term), its retrieval part alone, and the share of
-# well-formed rollouts per step.
+# well-formed rollouts per step. A reward that rises while the nDCG part stays flat was
+# earned by the format penalty alone.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(14, 3.4))
-for i, ((name, kind, tset), log) in enumerate(LOGS.items()):
-    ndcg = next((c for c in ("part/ndcg", f"part/ndcg@{reward_k}") if c in log), None)
-    for ax, col in zip(axes, ("reward", ndcg, "format_valid")):
-        if col:
-            ax.plot(log.step, log[col].rolling(8, min_periods=1).mean(), color=f"C{i}",
-                    label=f"{name} · {kind} · {tset}")
-axes[0].set(xlabel="GRPO step", ylabel="reward (rolling mean of 8)")
-axes[1].set(xlabel="GRPO step", ylabel=f"nDCG@{reward_k} part")
-axes[2].set(xlabel="GRPO step", ylabel="well-formed rollouts", ylim=(-0.05, 1.05))
-for ax in axes:
-    plots.legend_outside(ax, where="below")
-fig.tight_layout()
+fig = study.curves_figure(LOGS, reward_k)
 _ = plots.save_figure(fig, "14_rlqr_curves", figures_dir, profile=profile,
-                  caption="RL-QR training on synthetic queries: reward, its nDCG part and "
-                          "format validity per step",
-                  setting=f"{model}; from the logs: " + "; ".join(
-                      f"{'/'.join(key)} {fmt_scale(log_scale(lg))}" for key, lg in LOGS.items()))
+                      caption=study.caption("14_rlqr_curves"),
+                      setting=study.curves_setting(model, LOGS))
 
 # %% [markdown]
 # ## 4. The real test queries: raw vs untrained vs RL-QR (Table 2's layout)
@@ -247,82 +201,28 @@ _ = plots.save_figure(fig, "14_rlqr_curves", figures_dir, profile=profile,
 # measure) and nDCG@10, each against the raw query with a 95 % paired bootstrap over the
 # test queries (the `qrlib.eval.compare` schema). A rewrite that yields no query is
 # searched as the raw query.
+#
+# The decoding contract of training (prompt, prefill, stop strings, budget, parser) is
+# written once: the untrained model decodes with it, and each trained adapter carries its
+# own, checked equal to it.
 
 # %%
-# the decoding contract of training (prompt, prefill, stop strings, budget, parser): the
-# untrained model decodes with it, and each trained adapter carries its own, checked equal
 CONTRACT = DecodingContract(prompt=rlqr.REWRITE_PROMPT, prefill=prefill, stop=tuple(stop),
                             max_new_tokens=max_completion_length, fmt="plain")
+REWRITES = study.rewrite_test(model, DATA, SUMMARIES, contract=CONTRACT, autocast=eval_autocast)
 
+# %% [markdown]
+# Each rewrite set searched with its retriever and scored; one row per index, retriever and
+# rewriter (Tables 2-3 columns), and its difference from the raw query.
 
-def rewrite_all(adapter, te):
-    if adapter is not None:
-        assert DecodingContract.load(adapter) == CONTRACT, adapter
-    m, tok = policy.load_policy(model, adapter=adapter)
-    df = rewrite.rewrite_queries(m, tok, te.queries, contract=adapter or CONTRACT,
-                                 autocast=eval_autocast, progress=False)
-    del m
-    gc.collect()  # the engine stays: the next model's weights are pushed into it (as in 13);
-    return df     # a new engine per model was never given back, and six went out of memory
-
-
-REWRITES, rows, cmp_rows, PER_Q = {}, [], [], {}  # PER_Q: (dataset, retriever) -> label -> scores
-for name, te in DATA.items():
-    REWRITES[name, "untrained"] = rewrite_all(None, te)
-    for kind in retrievers:
-        n = len(te.queries)
-        methods = {"raw query": (None, scale_columns(None, test_queries=n), "baseline"),
-                   "untrained": (REWRITES[name, "untrained"],
-                                 scale_columns(model, test_queries=n,
-                                               test_valid=REWRITES[name, "untrained"].format_ok.mean()),
-                                 "untrained")}
-        for tset in [t for t in train_sets if (name, kind, t) in SUMMARIES]:
-            REWRITES[name, kind, tset] = rewrite_all(SUMMARIES[name, kind, tset]["adapter"], te)
-            methods[SETS[tset][0]] = (REWRITES[name, kind, tset],
-                                      scale_columns(model, [LOGS[name, kind, tset]],
-                                                    test_queries=n,
-                                                    test_valid=REWRITES[name, kind, tset].format_ok.mean()),
-                                      "trained")
-        measures = ("nDCG@3", "nDCG@10")
-        raw = rlqr.search_scores(RETRIEVERS[name, kind], te.qrels, te.queries, measures)
-        scores = {}  # one search per method, scored on every measure
-        for label, (df, scale, kind_) in methods.items():
-            texts = te.queries if df is None else dict(zip(df.qid, df.search_text))
-            pq = raw if df is None else rlqr.search_scores(RETRIEVERS[name, kind], te.qrels,
-                                                           texts, measures)
-            scores[label] = pq
-            words = pd.Series([len(t.split()) for t in texts.values()])
-            rows.append({"dataset": name, "retriever": kind, "model": label,
-                         "nDCG@3": pq["nDCG@3"].mean(), "query words mean": words.mean(),
-                         "query words std": words.std(),
-                         "format ok": 1.0 if df is None else df.format_ok.mean(),
-                         "modified": 0.0 if df is None else df.modified.mean(), **scale})
-        PER_Q[name, kind] = scores
-        for metric in measures:
-            for label, (df, scale, kind_) in methods.items():
-                if df is not None:
-                    cmp_rows.append(compare(scores[label][metric].to_dict(),
-                                            raw[metric].to_dict(), paper="rlqr", dataset=name,
-                                            retriever=kind, metric=metric, method=label,
-                                            kind=kind_, baseline="raw query", scale=scale,
-                                            resamples=bootstrap, seed=seed))
-engine.close_engines()
-RESULTS = pd.DataFrame(rows)
-COMPARISONS = comparison_table(cmp_rows)
+# %%
+RESULTS, COMPARISONS, PER_Q = study.evaluate(DATA, RETRIEVERS, retrievers, REWRITES, LOGS,
+                                             model=model, train_sets=train_sets,
+                                             resamples=bootstrap, seed=seed)
 save_table(RESULTS.round(4), "14_rlqr_results", tables_dir,
-           caption=f"RL-QR on the real test queries: nDCG@3, query length in words (mean, std; "
-                   f"Tables 2-3 layout), format and modification rates; training scale "
-                   f"({', '.join(SCALE_COLUMNS)}) from each run's log; the rewriters saw "
-                   f"synthetic queries only [profile: {profile}]")
+           caption=study.caption("14_rlqr_results", profile=profile))
 save_table(COMPARISONS.round(4), "14_comparisons", tables_dir,
-           caption="Untrained and RL-QR rewrites minus the raw query, nDCG@3 and nDCG@10, 95% "
-                   "paired bootstrap over the test queries (qrlib.eval.compare schema) "
-                   f"[profile: {profile}]")
-for r in RESULTS.to_dict("records"):
-    record(f"{r['dataset']}.{r['retriever']}.{r['model']}.ndcg3", r["nDCG@3"])
-for r in COMPARISONS.to_dict("records"):
-    record(f"{r['dataset']}.{r['retriever']}.{r['method']}.{r['metric']}.vs_raw",
-           [r["diff"], r["lo"], r["hi"]])
+           caption=study.caption("14_comparisons", profile=profile))
 RESULTS.round(3)
 
 # %%
@@ -335,34 +235,18 @@ COMPARISONS[["dataset", "retriever", "metric", "method", "score", "baseline scor
 # on the diagonal.
 
 # %%
-head_14 = COMPARISONS[(COMPARISONS.kind == "trained") & (COMPARISONS.metric == "nDCG@3")]
-key_14 = {f"{r.dataset}/{r.retriever}: {r.method}": r for r in head_14.itertuples()}
-fig = plots.per_query_scatter(
-    {k: (PER_Q[r.dataset, r.retriever]["raw query"]["nDCG@3"].to_dict(),
-         PER_Q[r.dataset, r.retriever][r.method]["nDCG@3"].to_dict()) for k, r in key_14.items()},
-    metric="nDCG@3", baseline="raw query",
-    intervals={k: fmt_interval(r._asdict()) for k, r in key_14.items()})
+pairs_14, intervals_14 = study.per_query_pairs(COMPARISONS, PER_Q)
+fig = plots.per_query_scatter(pairs_14, metric="nDCG@3", baseline="raw query",
+                              intervals=intervals_14)
 _ = plots.save_figure(fig, "14_per_query", figures_dir, profile=profile, setting=model,
-                      caption="Per-query nDCG@3 of each RL-QR rewriter (y) against the raw query "
-                              "(x) on the real test queries; title: n, wins / losses / ties and "
-                              "the mean difference with its 95 % paired-bootstrap interval")
+                      caption=study.caption("14_per_query"))
 plt.show()
 
 # %% [markdown]
 # Example rewrites of real test queries, before and after training:
 
 # %%
-ex = []
-for name, te in DATA.items():
-    base = REWRITES[name, "untrained"].set_index("qid")
-    for kind in retrievers:
-        trained_ = {SETS[t][0]: REWRITES[name, kind, t].set_index("qid") for t in train_sets
-                    if (name, kind, t) in REWRITES}
-        for q in list(te.queries)[:n_examples]:
-            ex.append({"index": f"{name} · {kind}", "query": te.queries[q],
-                       "untrained": base.loc[q, "rewrite"],
-                       **{label: df.loc[q, "rewrite"] for label, df in trained_.items()}})
-pd.DataFrame(ex)
+study.rewrite_examples(DATA, REWRITES, retrievers, train_sets, n_examples)
 
 # %% [markdown]
 # The paper's Table 2 (nDCG@3 in %, its own indexes, Qwen3 rewriters), from
@@ -378,16 +262,13 @@ published.table("rlqr", "Table 2")
 # and `14_health` of this run by `qrlib.workbook.findings`:
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.workbook.findings import what_we_found
-
-trained_14 = RESULTS[RESULTS.model.isin(COMPARISONS[COMPARISONS.kind == "trained"].method)]
-extra = [f"The trained rewriters modify {trained_14.modified.min():.0%}-"
-         f"{trained_14.modified.max():.0%} of the real test queries."]
-extra += [f"On {r['dataset']}, BM25 ranks the source document first for "
-          f"{r.get('bm25 source@1', float('nan')):.0%} of the {r['usable']} synthetic training "
-          "questions as they are, so copying them is already near-optimal there."
-          for r in SYNTH.to_dict("records") if r.get("bm25 source@1", 0) >= 0.5]
+extra = study.extra_sentences(RESULTS, COMPARISONS, SYNTH)
 display(Markdown(what_we_found(COMPARISONS[COMPARISONS.metric == "nDCG@3"], notebook="14_rlqr",
                                tables_dir=tables_dir, health=HEALTH, extra=extra)))
+
+# %% [markdown]
+# The numbers the tests read back (recorded quietly; nothing to read here).
+
+# %%
+for key, value in study.records(SYNTH, RESULTS, COMPARISONS).items():
+    record(key, value)

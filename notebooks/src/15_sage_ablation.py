@@ -64,11 +64,12 @@ eval_autocast = False  # bf16 autocast of the greedy test rewriting (False keeps
 # from the query), which forced exploration raises from about half to nearly all rewrites
 # (`qrlib/methods/sage/published.yaml`, shown in section 3). Notebook 08's SAGE-SCS run (proactive,
 # $p$ = `copy_penalty`) is the last row: it is read from 08's run folder, not retrained.
+#
+# What to look for: the modification rate should rise from the conservative row to the
+# proactive rows and be highest with the penalty; whether nDCG@10 follows is the question
+# the paper answers with a small loss at the highest rate.
 
 # %%
-import time
-from pathlib import Path
-
 from qrlib import session
 
 S = session.start("15_sage_ablation", run_dir=run_dir, figures_dir=figures_dir,
@@ -77,17 +78,15 @@ S = session.start("15_sage_ablation", run_dir=run_dir, figures_dir=figures_dir,
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import pandas as pd
+from IPython.display import Markdown
 
 from qrlib import plots
-from qrlib.core.errors import QrlibError
-from qrlib.core.io import load_json, save_json, save_table
-from qrlib.eval import published
+from qrlib.core.io import save_json, save_table
+from qrlib.eval import curves, published
 from qrlib.eval.compare import comparison_table
-from qrlib.eval import curves
-from qrlib.eval.scale import SCALE_COLUMNS
-from qrlib.methods.sage import pipeline as sage
-from qrlib.retrieval import retrievers as retrieval
+from qrlib.methods.sage import pipeline as sage, study
+from qrlib.rl.health import health_report
+from qrlib.workbook.findings import what_we_found
 
 print(f"profile={profile} policy={model}")
 
@@ -96,63 +95,35 @@ print(f"profile={profile} policy={model}")
 #
 # The same cut as notebook 08 when the parameters agree (`sage.sage_data`: seeded train and
 # test subsets, one corpus for both). 08 saved its run summaries in
-# `run_dir/08_sage/sage_summaries.json`; the SCS run's adapter and log come from there.
+# `run_dir/08_sage/sage_summaries.json`; the SCS run's adapter and log come from there. A
+# missing file or run is a one-line error that says what to rerun in 08.
 
 # %%
-SAGE_DATA = {name: sage.sage_data(name, n_train_queries=n_train_queries,
-                                  n_test_queries=n_test_queries, n_distractors=n_distractors,
-                                  seed=seed, data_dir=data_dir) for name in sage_datasets}
-SEARCHERS = {}
-for name, (tr, te, full) in SAGE_DATA.items():
-    kw = ({"cache_dir": cache_dir, "show_progress": False, "model": dense_model}
-          if sage_retriever == "dense" else {})
-    SEARCHERS[name] = retrieval.build_retriever(sage_retriever, full.corpus, **kw)
-    print(f"{name}: train {len(tr.queries)}, test {len(te.queries)}, docs {len(full.corpus)}")
-
-summaries_08 = run_dir / "08_sage" / "sage_summaries.json"
-if not summaries_08.exists():
-    raise QrlibError(f"{summaries_08} is missing: run notebook 08 first (with scs in sage_runs)")
-SCS_08, runs = {}, load_json(summaries_08)
-for name in sage_datasets:
-    key = f"{name}:scs"
-    if key not in runs:
-        raise QrlibError(f"notebook 08 trained no SAGE-SCS run on {name} (it has: "
-                         f"{', '.join(runs)}); add scs to its sage_runs")
-    SCS_08[name] = runs[key]
-    cfg = load_json(Path(runs[key]["adapter"]).parent / "config.json")
-    print(f"{name}: 08's SCS run {runs[key]['steps']} steps, copy penalty "
-          f"{cfg['reward_params'].get('p')}, retriever {cfg['retriever']}")
+SAGE_DATA = study.load_data(sage_datasets, n_train_queries=n_train_queries,
+                            n_test_queries=n_test_queries, n_distractors=n_distractors,
+                            seed=seed, data_dir=data_dir)
+RETR = study.Retrievers(cache_dir=cache_dir, dense_model=dense_model)  # one index per cut
+SCS_08 = study.scs_runs_of_08(run_dir, sage_datasets)
 
 # %% [markdown]
 # ## 2. Training the ablation rows
 #
 # One GRPO run per row, the same settings as 08's main runs: only the prompt and $p$ differ.
+# 08's SCS run joins each dataset's rows as the last one.
 
 # %%
 VARIANTS = sage.variants(copy_penalty, ablation_p, reasoning=reasoning)
 RUNS = sage.pick([*ablation, *[f"proactive-p{float(p):g}" for p in ablation_p]], VARIANTS)
-TRAIN_KW = dict(model=model, retriever=sage_retriever, max_steps=train_steps,
-                prompts_per_step=prompts_per_step, num_generations=num_generations,
-                max_completion_length=max_completion_length, temperature=temperature,
-                learning_rate=learning_rate, beta=beta, seed=seed,
-                dynamic_sampling=dynamic_sampling, stop=list(stop),
-                save_steps=max(1, train_steps // 4), n_queries=n_train_queries,
-                n_distractors=n_distractors)
-SUMMARIES = {}
-for name, (tr, te, full) in SAGE_DATA.items():
-    for v in RUNS:
-        t0 = time.perf_counter()
-        SUMMARIES[name, v.key] = s_ = sage.train_variant(
-            v, SEARCHERS[name], full, tr.queries, name=f"sage-{name}-{sage_retriever}-{v.key}",
-            run_dir=run_dir, dataset=name, **TRAIN_KW)
-        print(f"{name} {v.key}: {s_['steps']} steps, {time.perf_counter() - t0:.0f}s")
-    SUMMARIES[name, "scs"] = SCS_08[name]
-save_json({f"{n}:{k}": v for (n, k), v in SUMMARIES.items()}, out_dir / "ablation_summaries.json")
-
-LOGS = {k: pd.read_csv(s_["log"], dtype={"qids": str}) for k, s_ in SUMMARIES.items()}
+SUMMARIES = study.train_runs(
+    RUNS, SAGE_DATA, RETR, retriever=sage_retriever, run_dir=run_dir, model=model,
+    train_steps=train_steps, n_train_queries=n_train_queries, n_distractors=n_distractors,
+    prompts_per_step=prompts_per_step, num_generations=num_generations,
+    max_completion_length=max_completion_length, temperature=temperature,
+    learning_rate=learning_rate, beta=beta, seed=seed, dynamic_sampling=dynamic_sampling,
+    stop=stop, append={name: {"scs": s} for name, s in SCS_08.items()})
+save_json(study.summaries_json(SUMMARIES), out_dir / "ablation_summaries.json")
 ROWS = [*RUNS, VARIANTS["scs"]]
-LABEL = {v.key: v.label for v in RUNS}
-LABEL["scs"] = f"SCS, proactive prompt, p={copy_penalty:g} (notebook 08's SAGE-SCS)"
+LABEL = study.ablation_labels(RUNS, copy_penalty)
 
 # %% [markdown]
 # ### Training health
@@ -161,55 +132,44 @@ LABEL["scs"] = f"SCS, proactive prompt, p={copy_penalty:g} (notebook 08's SAGE-S
 # well-formed and that hit the token budget, the share that copy the input query (*copy*)
 # or repeat one of the prompt's own examples or placeholders (*echo*), and the share of
 # groups whose rewards are all equal (no GRPO signal). A run has **collapsed** when its
-# copy or echo share is above 0.9 over its last quarter of steps.
+# copy or echo share is above 0.9 over its last quarter of steps. The conservative row is
+# the one expected to drift towards copying.
 
 # %%
-from qrlib.rl.health import health_report
-
 HEALTH, health_lines = health_report(SUMMARIES, "15_health",
                                      tables_dir=tables_dir, figures_dir=figures_dir,
                                      profile=profile, setting=model)
 print("\n".join(health_lines))
 
+# %% [markdown]
+# Shaped reward and response length per step for every row (the penalty lowers the reward
+# of copying rollouts, so the penalised row's curve sits lower while it still copies).
+
 # %%
-CURVES = {f"{LABEL[key]} ({name})": lg for (name, key), lg in LOGS.items()}
+CURVES = study.training_curves(SUMMARIES, LABEL, with_dataset=True)
 fig = curves.reward_and_length(CURVES, reward="mean shaped reward")
 _ = plots.save_figure(fig, "15_ablation_training_curves", figures_dir, profile=profile,
-                  setting=(f"{model}, {'/'.join(sage_datasets)} {sage_retriever}; from the logs: "
-                           + curves.scale_setting(CURVES)),
-                  caption="SAGE-SCS under three exploration settings: shaped reward and "
-                          "response length per GRPO step (SAGE Table 3's runs)")
+                      setting=study.training_setting(model, sage_datasets, sage_retriever,
+                                                     CURVES, per_run=False),
+                      caption=study.caption("15_ablation_training_curves"))
 
 # %% [markdown]
 # ## 3. Test evaluation: nDCG@10 and the modification rate
 #
 # Greedy rewrites of the test queries by every row's adapter (and by the untrained model
 # with each prompt), searched with the training retriever; each row minus the raw query
-# with a 95% paired bootstrap (`qrlib.eval.compare`).
+# with a 95% paired bootstrap (`qrlib.eval.compare`). Every row decodes with its training's
+# decoding contract (`sage.evaluate`).
 
 # %%
-rows, COMPARISONS, REWRITES = [], [], {}
-for name, (tr, te, full) in SAGE_DATA.items():
-    ev = sage.evaluate(model, {LABEL[v.key]: (v.prompt, SUMMARIES[name, v.key]) for v in ROWS},
-                       te, full, SEARCHERS[name], dataset=name, retriever=sage_retriever,
-                       autocast=eval_autocast, resamples=bootstrap, seed=seed)
-    rows += ev["rows"]
-    COMPARISONS += ev["comparisons"]
-    REWRITES.update({(name, k): v for k, v in ev["rewrites"].items()})
-ABLATION = pd.DataFrame(rows)
-for _, r in ABLATION.iterrows():
-    record(f"{r.dataset}.{r.model}.ndcg10", r["nDCG@10"])
-    record(f"{r.dataset}.{r.model}.modified", r.modified)
+EV = study.evaluate_runs(model, {LABEL[v.key]: v for v in ROWS}, SUMMARIES, SAGE_DATA, RETR,
+                         retriever=sage_retriever, autocast=eval_autocast, resamples=bootstrap,
+                         seed=seed)
+ABLATION, CMP = EV.results, comparison_table(EV.comparisons)
 save_table(ABLATION.round(4), "15_sage_ablation", tables_dir,
-           caption=("Exploration ablation (SAGE Table 3): nDCG@10, Δ vs the raw query with a "
-                    "95% paired-bootstrap interval, modification rate, format-valid rate; "
-                    f"training scale ({', '.join(SCALE_COLUMNS)}) from each run's log "
-                    f"[profile: {profile}]"))
-CMP = comparison_table(COMPARISONS)
+           caption=study.caption("15_sage_ablation", profile=profile))
 save_table(CMP.round(4), "15_comparisons", tables_dir,
-           caption="Every row of the exploration ablation minus the raw query (nDCG@10, 95% "
-                   "paired bootstrap over the test queries; qrlib.eval.compare schema) "
-                   f"[profile: {profile}]")
+           caption=study.caption("15_comparisons", profile=profile))
 ABLATION[["dataset", "model", "nDCG@10", "ΔnDCG@10 vs raw", "lo", "hi", "modified",
           "format ok", "RL steps"]].round(3)
 
@@ -229,15 +189,9 @@ published.table("sage", "Table 3")
 # Share of test rewrites per strategy id (`none`: no valid id in the answer).
 
 # %%
-rows = []
-for (name, label), df in REWRITES.items():
-    counts = pd.to_numeric(df.strategy, errors="coerce").fillna(0).astype(int).value_counts(normalize=True)
-    rows.append({"dataset": name, "model": label,
-                 **{("none" if s == 0 else f"s{s}"): counts.get(s, 0.0) for s in range(6)}})
-STRATEGIES = pd.DataFrame(rows)
+STRATEGIES = study.strategy_choice(EV.rewrites)
 save_table(STRATEGIES.round(3), "15_strategy_choice", tables_dir,
-           caption="Strategy ids chosen in the greedy test rewrites of every ablation row "
-                   f"[profile: {profile}]")
+           caption=study.caption("15_strategy_choice", profile=profile))
 STRATEGIES.round(2)
 
 # %% [markdown]
@@ -247,13 +201,13 @@ STRATEGIES.round(2)
 # `qrlib.workbook.findings`:
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.workbook.findings import what_we_found
-
-trained_15 = ABLATION[ABLATION.model.isin([LABEL[v.key] for v in ROWS])]
-extra = [f"The trained rows modify {trained_15.modified.min():.0%}-{trained_15.modified.max():.0%} "
-         "of the test queries (SAGE Table 3: " + ", ".join(f"{r.row} {r.value:.1%}"
-                                                          for _, r in PAPER_T3.iterrows()) + ")."]
+extra = [study.ablation_sentence(ABLATION, [LABEL[v.key] for v in ROWS], PAPER_T3)]
 display(Markdown(what_we_found(CMP, notebook="15_sage_ablation", tables_dir=tables_dir,
                                health=HEALTH, extra=extra)))
+
+# %% [markdown]
+# The numbers the tests read back (recorded quietly; nothing to read here).
+
+# %%
+for key, value in study.result_records(ABLATION).items():
+    record(key, value)

@@ -59,34 +59,37 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 #
 # Every row is compared with the raw question on the same questions by a 95% paired
 # bootstrap (`qrlib.eval.compare`), and carries the training scale of its adapter.
+#
+# **What you will learn:** whether a decomposer trained on one dataset and one retriever
+# still beats the raw question elsewhere, and whether better retrieval gives a small reader
+# better answers. A decomposer that learned general splitting habits should keep part of
+# its gain out of domain and with the other retriever; one that learned the quirks of its
+# training retriever should not. A reader can only gain where the gold paragraphs move into
+# the documents it reads.
 
 # %%
+import functools
 import time
 
 from qrlib import session
 
 S = session.start("16_acqo_transfer", run_dir=run_dir, figures_dir=figures_dir,
                   tables_dir=tables_dir, cache_dir=cache_dir, seed=seed,
-                  torch_threads=torch_threads, rollouts=rollouts,
-                  dense_model=dense_model)
+                  torch_threads=torch_threads, rollouts=rollouts, dense_model=dense_model)
 run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S.tables_dir,
                                                      S.out_dir, S.record)
 
-import matplotlib.pyplot as plt
-import pandas as pd
+from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
-from qrlib.data import datasets as qdata
-from qrlib.eval import metrics, qa
-from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.scale import scale_columns
-from qrlib.generation import engine, policy, reader
+from qrlib.eval.compare import comparison_table
+from qrlib.generation import engine
+from qrlib.methods.acqo import study
+from qrlib.methods.acqo import transfer_study as ts
 from qrlib.methods.acqo.artifacts import Stage1Record
-from qrlib.methods.acqo.curriculum import search_fused
-from qrlib.methods.acqo.transfer import Stage2Record, decompose, ranked_ids, rule_split
-from qrlib.methods.deepretrieval.evidence import dataset_answers
-from qrlib.retrieval import retrievers as retrieval
+from qrlib.methods.acqo.transfer import Stage2Record, decompose
+from qrlib.workbook.findings import what_we_found
 
 S1 = Stage1Record.load(run_dir / "06_acqo_stage1")
 S2 = Stage2Record.load(run_dir / "07_acqo_stage2")
@@ -100,17 +103,12 @@ print(f"profile={profile} model={model}; trained on {sorted(IN_DOMAIN)} with {tr
 # paragraphs plus `n_test_distractors`), with every evaluation retriever.
 
 # %%
-TEST = {}
-for name in test_datasets:
-    ds = qdata.load_dataset(name, "test", data_dir=data_dir)
-    TEST[name] = qdata.subset(ds, n_queries=n_test_queries, n_distractors=n_test_distractors,
-                              seed=seed)
+TEST = study.load_test_cuts(test_datasets, data_dir=data_dir, n_queries=n_test_queries,
+                            n_distractors=n_test_distractors, seed=seed)
+for name, ds in TEST.items():
     print(f"{name} ({'in domain' if name in IN_DOMAIN else 'out of domain'}): "
-          f"{len(TEST[name].queries)} questions, {len(TEST[name].corpus)} paragraphs")
-RETR = {(name, kind): retrieval.build_retriever(
-            kind, TEST[name].corpus,
-            **({"cache_dir": cache_dir, "show_progress": False} if kind == "dense" else {}))
-        for name in test_datasets for kind in eval_retrievers}
+          f"{len(ds.queries)} questions, {len(ds.corpus)} paragraphs")
+RETR = study.eval_retrievers(TEST, eval_retrievers, cache_dir=cache_dir)
 
 # %% [markdown]
 # ## 2. Sub-queries of every row
@@ -119,36 +117,19 @@ RETR = {(name, kind): retrieval.build_retriever(
 # sub-queries, no model), and per training retriever the Stage I adapter (06) and the
 # Stage I + II adapter (07, ACQO), greedy, each with its training's decoding contract
 # (prompt, prefill, stop strings, token budget, parser: the adapter's `decoding.json`).
+# Only the trained rows generate; the two rows without a model are built from the question
+# text alone, so they cost nothing and set the bar a trained row has to clear.
 
 # %%
-ROWS = {"raw question": None, "rule: question + heuristic split": None}
-KIND = {"raw question": "baseline", "rule: question + heuristic split": "model-free"}
-TRAINED_WITH, SCALE = {}, {}  # label -> training retriever; label -> (logs, SFT steps, SFT questions)
-for kind in trained_with:
-    s1_log = pd.read_csv(S1.summary(kind)["log"], dtype={"qids": str})
-    s2_log = pd.read_csv(S2.summaries[kind]["log"], dtype={"qids": str})
-    sft = S1.sft_steps if S1.summary(kind).get("sft_adapter") else 0
-    warm = S1.sft_questions.get(kind, 0) if sft else 0
-    for label, adapter, logs in ((f"Stage I ({kind}-trained)", S1.summary(kind)["adapter"],
-                                  [s1_log]),
-                                 (f"ACQO: Stage I+II ({kind}-trained)", S2.adapter(kind),
-                                  [s1_log, s2_log])):
-        ROWS[label], KIND[label], TRAINED_WITH[label] = adapter, "trained", kind
-        SCALE[label] = (logs, sft, warm)
-SUBS = {}  # (row, dataset) -> {qid: sub-queries}
-GEN = {}  # (row, dataset) -> decompositions (for examples and timing)
-for name, ds in TEST.items():
-    SUBS["raw question", name] = {q: [t] for q, t in ds.queries.items()}
-    SUBS["rule: question + heuristic split", name] = {q: rule_split(t)
-                                                      for q, t in ds.queries.items()}
+ROWS, KIND, TRAINED_WITH, SCALE = ts.trained_rows(S1, S2, trained_with)  # label -> adapter, kind, ...
+SUBS = ts.fixed_subqueries(TEST)  # (row, dataset) -> {qid: sub-queries}
+GEN = {}  # (row, dataset) -> decompositions (for examples and validity)
 t0 = time.perf_counter()
 for label, adapter in ROWS.items():
-    if adapter is None:
-        continue
-    for name, dec in decompose(model, adapter, TEST, batch_size=eval_batch_size,
-                               autocast=eval_autocast).items():  # the adapter's own contract
-        GEN[label, name] = dec
-        SUBS[label, name] = {d["qid"]: d["subqueries"] for d in dec}
+    if adapter is not None:
+        for name, dec in decompose(model, adapter, TEST, batch_size=eval_batch_size,
+                                   autocast=eval_autocast).items():  # the adapter's own contract
+            GEN[label, name], SUBS[label, name] = dec, study.subqueries_of(dec)
 engine.close_engines()
 print(f"decompositions in {time.perf_counter() - t0:.0f}s")
 _ = save_json({f"{k[0]} | {k[1]}": v for k, v in GEN.items()}, out_dir / "decompositions.json")
@@ -157,48 +138,17 @@ _ = save_json({f"{k[0]} | {k[1]}": v for k, v in GEN.items()}, out_dir / "decomp
 # ## 3. Retrieval: in and out of domain, with the training retriever and the other one
 #
 # nDCG@10 and R@10 of every row on every test set and evaluation retriever, each row minus
-# the raw question with the 95% paired bootstrap.
+# the raw question with the 95% paired bootstrap. Each question's sub-query lists are
+# fused by RSF whichever retriever searched them. The column `cross-retriever` marks a
+# trained row searched with the retriever it did *not* train against (ACQO Fig. 5's
+# question: are the learned sub-queries tied to their training retriever?).
 
 # %%
-def row_scale(label, n, name):
-    """The scale columns of a row (from its runs' logs when trained) and its test validity."""
-    if label in SCALE:
-        logs, sft, warm = SCALE[label]
-        valid = sum(d["format_ok"] for d in GEN[label, name]) / len(GEN[label, name])
-        return scale_columns(model, logs, test_queries=n, sft_steps=sft, sft_queries=warm,
-                             test_valid=valid)
-    return scale_columns(None, test_queries=n)
-
-
-RUNS, PER_Q, cmp_rows = {}, {}, []
-for name, ds in TEST.items():
-    for kind in eval_retrievers:
-        for label in ROWS:
-            RUNS[label, name, kind], _ = search_fused(RETR[name, kind], SUBS[label, name],
-                                                      k=eval_k)
-            PER_Q[label, name, kind] = metrics.evaluate(
-                RUNS[label, name, kind], ds.qrels, ("nDCG@10", "R@10"),
-                per_query=True).set_index("query_id")
-        raw = PER_Q["raw question", name, kind]["nDCG@10"].to_dict()
-        for label in ROWS:
-            if label == "raw question":
-                continue
-            pq = PER_Q[label, name, kind]["nDCG@10"]
-            cmp_rows.append(compare(pq.to_dict(), raw, paper="acqo", dataset=name,
-                                    retriever=kind, metric="nDCG@10", method=label,
-                                    kind=KIND[label], baseline="raw question",
-                                    scale=row_scale(label, len(pq), name), resamples=bootstrap,
-                                    seed=seed))
-rows = []
-for (label, name, kind), pq in PER_Q.items():
-    rows.append({"dataset": name, "domain": "in" if name in IN_DOMAIN else "out",
-                 "retriever": kind,
-                 "cross-retriever": label in TRAINED_WITH and TRAINED_WITH[label] != kind,
-                 "model": label, "nDCG@10": pq["nDCG@10"].mean(), "R@10": pq["R@10"].mean(),
-                 "sub-queries": pd.Series({q: len(s) for q, s in SUBS[label, name].items()}).mean()})
-TRANSFER = pd.DataFrame(rows)
-for _, r in TRANSFER.iterrows():
-    record(f"{r.dataset}.{r.retriever}.{r.model}.ndcg10", r["nDCG@10"])
+row_scale = functools.partial(ts.row_scale, model, SCALE, GEN)  # (label, n, dataset) -> scale
+RUNS, PER_Q, cmp_rows = ts.score_transfer(TEST, RETR, SUBS, KIND, row_scale,
+                                          eval_retrievers=eval_retrievers, k=eval_k,
+                                          bootstrap=bootstrap, seed=seed)
+TRANSFER = ts.transfer_table(PER_Q, SUBS, IN_DOMAIN, TRAINED_WITH)
 save_table(TRANSFER.round(4), "16_transfer", tables_dir,
            caption=("ACQO's decomposer on every test set (in / out of the training domain) and "
                     "evaluation retriever (the training one, or the other: cross-retriever, "
@@ -206,14 +156,13 @@ save_table(TRANSFER.round(4), "16_transfer", tables_dir,
 TRANSFER.round(3)
 
 # %% [markdown]
-# Example sub-queries on the out-of-domain set (or the first test set):
+# Example sub-queries on the out-of-domain set (or the first test set). Questions from a
+# dataset the decomposer never trained on show whether its splits follow the question's
+# structure or copy patterns of its training questions:
 
 # %%
 ood = [n for n in test_datasets if n not in IN_DOMAIN] or list(test_datasets)
-EXAMPLES = pd.DataFrame([{"question": TEST[ood[0]].queries[q], "row": label,
-                          "sub-queries": " | ".join(SUBS[label, ood[0]][q])}
-                         for q in list(TEST[ood[0]].queries)[:n_examples] for label in ROWS])
-EXAMPLES
+ts.examples(TEST[ood[0]], SUBS, list(ROWS), ood[0], n_examples)
 
 # %% [markdown]
 # ## 4. End to end: a local reader answers from each row's top documents (ACQO Table 10)
@@ -221,45 +170,19 @@ EXAMPLES
 # The reader (`qrlib.generation.reader`) sees the first `reader_top_k` documents of each
 # row's fused list (with `reader_retriever`), each cut to `reader_passage_words` words, and
 # answers greedily; its first line is the prediction. EM and F1 are SQuAD v1.1's, against
-# the gold answer and its aliases. With `reader_autocast` the reader runs in bf16: its
-# answers differ a little from fp32's, but one reader reads every row, so each Δ stays a
-# paired comparison.
+# the gold answer and its aliases: EM is 1 when the normalised answer equals a gold one,
+# F1 the harmonic mean of token precision and recall against the best gold. With
+# `reader_autocast` the reader runs in bf16: its answers differ a little from fp32's, but
+# one reader reads every row, so each Δ stays a paired comparison.
 
 # %%
-reader_m, reader_tok = policy.load_policy(reader_model)
-ANSWERS, QA_PQ = {}, {}
-for name, ds in TEST.items():
-    qids = list(ds.queries)[:reader_n_queries] if reader_n_queries else list(ds.queries)
-    golds = dataset_answers(ds, qids)
-    for label in ROWS:
-        ranked = ranked_ids(RUNS[label, name, reader_retriever], qids)
-        ANSWERS[label, name] = reader.answer(
-            reader_m, reader_tok, {q: ds.queries[q] for q in qids}, ranked, ds.corpus,
-            top_k=reader_top_k, passage_words=reader_passage_words,
-            max_new_tokens=reader_max_new_tokens, autocast=reader_autocast)
-        QA_PQ[label, name] = qa.score_answers(ANSWERS[label, name], golds)
-del reader_m
-engine.close_engines()
+ANSWERS, QA_PQ = ts.answer_all(reader_model, TEST, RUNS, list(ROWS), retriever=reader_retriever,
+                               n_queries=reader_n_queries, top_k=reader_top_k,
+                               passage_words=reader_passage_words,
+                               max_new_tokens=reader_max_new_tokens, autocast=reader_autocast)
 save_json({f"{k[0]} | {k[1]}": v for k, v in ANSWERS.items()}, out_dir / "reader_answers.json")
-rows = []
-for name in test_datasets:
-    base = QA_PQ["raw question", name]
-    for label in ROWS:
-        pq = QA_PQ[label, name]
-        row = {"dataset": name, "retriever": reader_retriever, "model": label,
-               "EM": pq.EM.mean(), "F1": pq.F1.mean(), "questions": len(pq)}
-        if label != "raw question":
-            for m in ("EM", "F1"):
-                c = compare(pq[m].to_dict(), base[m].to_dict(), paper="acqo", dataset=name,
-                            retriever=reader_retriever, metric=f"reader {m}", method=label,
-                            kind=KIND[label], baseline="raw question",
-                            scale=row_scale(label, len(pq), name), resamples=bootstrap, seed=seed)
-                cmp_rows.append(c)
-                row[f"Δ{m} vs raw"], row[f"{m} lo"], row[f"{m} hi"] = c["diff"], c["lo"], c["hi"]
-        rows.append(row)
-READER = pd.DataFrame(rows)
-for _, r in READER.iterrows():
-    record(f"reader.{r.dataset}.{r.model}.f1", r.F1)
+READER, reader_cmp = ts.reader_table(QA_PQ, KIND, row_scale, datasets=test_datasets,
+                                     retriever=reader_retriever, bootstrap=bootstrap, seed=seed)
 save_table(READER.round(4), "16_reader", tables_dir,
            caption=(f"End to end (ACQO Table 10's setting): {reader_model} "
                     f"({'bf16' if reader_autocast else 'fp32'}) answers from the top "
@@ -269,45 +192,30 @@ save_table(READER.round(4), "16_reader", tables_dir,
 READER.round(3)
 
 # %% [markdown]
-# A few answers next to the gold ones (first questions of each test set):
+# A few answers next to the gold ones (first questions of each test set). A row can change
+# the answer only through the documents it hands the reader, so rows with the same top
+# documents give the same answer.
 
 # %%
-pd.DataFrame([{"dataset": name, "question": TEST[name].queries[q], "gold": " | ".join(golds_[q]),
-               **{label: ANSWERS[label, name][q] for label in ROWS}}
-              for name in test_datasets
-              for golds_ in [dataset_answers(TEST[name], list(ANSWERS["raw question", name]))]
-              for q in list(ANSWERS["raw question", name])[:n_examples]])
+ts.answer_examples(TEST, ANSWERS, list(ROWS), n_examples)
+
+# %% [markdown]
+# Every comparison of this notebook in one table, and the retrieval ones drawn: each row
+# minus the raw question, per evaluation retriever, one colour per test set. An interval
+# above zero is a row that helps there.
 
 # %%
-CMP = comparison_table(cmp_rows)
-for _, r in CMP.iterrows():
-    record(f"{r.dataset}.{r.retriever}.{r.metric}.{r.method}.vs_raw", [r["diff"], r.lo, r.hi])
+CMP = comparison_table(cmp_rows + reader_cmp)
 save_table(CMP.round(4), "16_comparisons", tables_dir,
            caption=("Every row minus the raw question: nDCG@10 on every test set and retriever, "
                     "and the reader's EM / F1; 95% paired bootstrap over the test questions "
                     f"(qrlib.eval.compare schema) [profile: {profile}]"))
-fig, axes = plt.subplots(1, len(eval_retrievers), figsize=(5.5 * len(eval_retrievers), 3.4),
-                         squeeze=False)
-for j, kind in enumerate(eval_retrievers):
-    ax = axes[0][j]
-    sel = CMP[(CMP.retriever == kind) & (CMP.metric == "nDCG@10")]
-    labels = list(dict.fromkeys(sel.method))
-    for i, name in enumerate(test_datasets):
-        g = sel[sel.dataset == name].set_index("method").reindex(labels)
-        x = [k + 0.35 * i for k in range(len(labels))]
-        ax.errorbar(x, g["diff"], yerr=[g["diff"] - g.lo, g.hi - g["diff"]], fmt="o",
-                    color=f"C{i}", label=f"{name} ({'in' if name in IN_DOMAIN else 'out of'} domain)")
-    ax.axhline(0, color="k", lw=0.8)
-    ax.set_xticks(range(len(labels)), [lab.split(":")[0] for lab in labels], rotation=20,
-                  ha="right")
-    ax.set(title=f"searched with {kind}", ylabel="ΔnDCG@10 vs raw question")
-fig.tight_layout()
-plots.legend_outside(fig, *axes[0][0].get_legend_handles_labels(), title="test set")
+fig = ts.delta_figure(CMP, retrievers=eval_retrievers, datasets=test_datasets, in_domain=IN_DOMAIN)
 _ = plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
-                  setting=f"{model}; {', '.join(f'{n}: {len(TEST[n].queries)} q' for n in TEST)}",
-                  caption="ACQO's rows minus the raw question (nDCG@10, 95% paired bootstrap) in "
-                          "and out of the training domain, with the training retriever and the "
-                          "other one (ACQO Fig. 5's question)")
+                      setting=f"{model}; {', '.join(f'{n}: {len(TEST[n].queries)} q' for n in TEST)}",
+                      caption="ACQO's rows minus the raw question (nDCG@10, 95% paired bootstrap) in "
+                              "and out of the training domain, with the training retriever and the "
+                              "other one (ACQO Fig. 5's question)")
 
 # %% [markdown]
 # ## What we found
@@ -316,17 +224,14 @@ _ = plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
 # trained in notebooks 06 and 07 (their training health is there):
 
 # %%
-from IPython.display import Markdown
-
-from qrlib.workbook.findings import what_we_found
-
 ndcg_16 = CMP[CMP.metric == "nDCG@10"]
-out_16 = ndcg_16[(ndcg_16.kind == "trained") & ~ndcg_16.dataset.isin(IN_DOMAIN)]
-extra = [] if out_16.empty else [
-    f"Out of domain ({', '.join(sorted(set(out_16.dataset)))}), the trained rows beat the raw "
-    f"question in {int((out_16.lo > 0).sum())} of {len(out_16)} comparisons."]
-rule_16 = ndcg_16[ndcg_16.kind == "model-free"]
-extra += [f"The model-free rule split beats the raw question in {int((rule_16.lo > 0).sum())} and "
-          f"falls below it in {int((rule_16.hi < 0).sum())} of {len(rule_16)} comparisons."]
 display(Markdown(what_we_found(ndcg_16, notebook="16_acqo_transfer", tables_dir=tables_dir,
-                               extra=extra)))
+                               extra=ts.extra_sentences(ndcg_16, IN_DOMAIN))))
+
+# %% [markdown]
+# The last cell stores the numbers the tests read (every row's nDCG@10, the reader's F1,
+# every comparison); it prints nothing.
+
+# %%
+for key, value in ts.records(TRANSFER, READER, CMP).items():
+    record(key, value)

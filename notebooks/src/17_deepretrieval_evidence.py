@@ -69,7 +69,6 @@ rollouts = "hf"  # generation engine: hf | vllm (qrlib.generation.engine)
 
 # %%
 import time
-from pathlib import Path
 
 from qrlib import session
 
@@ -82,31 +81,17 @@ run_dir, figures_dir, tables_dir, out_dir, record = (S.run_dir, S.figures_dir, S
 import pandas as pd
 
 from qrlib import plots
-from qrlib.core.errors import QrlibError
 from qrlib.core.io import save_json, save_table
-from qrlib.data import datasets as qdata
-from qrlib.eval import published
-from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval import curves
-from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
+from qrlib.eval import curves, published
+from qrlib.eval.compare import comparison_table
+from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.generation.contract import DecodingContract
-from qrlib.generation.prompts import as_template
 from qrlib.methods.deepretrieval import evidence as ev
+from qrlib.methods.deepretrieval import evidence_report as R
 from qrlib.methods.deepretrieval import evidence_rl as er
-from qrlib.methods.deepretrieval import reasoning
-from qrlib.retrieval import retrievers as retrieval
-from qrlib.rl.rows import room_filter
 
-PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/evidence-think",
-           "room": "deepretrieval/evidence-nothink"}
-unknown = [r for r in runs if r not in PROMPTS]
-if unknown:
-    raise QrlibError(f"unknown run(s) {unknown}; accepted: {', '.join(PROMPTS)}")
-extra = sorted(set(think_datasets or []) - set(datasets))
-if extra:
-    raise QrlibError(f"think_datasets {extra} are not in datasets; accepted: {', '.join(datasets)}")
-RUN_DATASETS = {run: [n for n in datasets if run != "think" or think_datasets is None
-                      or n in think_datasets] for run in runs}  # run -> the datasets it covers
+PROMPTS = R.PROMPTS  # run -> prompt (room: nothink's prompt on questions with room to improve)
+RUN_DATASETS = R.run_datasets(runs, datasets, think_datasets)  # run -> the datasets it covers
 NS = tuple(int(n) for n in ns)
 HN = [f"H@{n}" for n in NS]
 print(f"profile={profile} model={model} runs={RUN_DATASETS}")
@@ -117,44 +102,27 @@ print(f"profile={profile} model={model} runs={RUN_DATASETS}")
 # Training: a random subset of each dataset's train split (span-answerable questions),
 # pooled, over the train split's paragraphs. Test: the span-answerable questions of each
 # test split over its paragraphs. For every question, the passages that contain one of
-# its answer strings are its qrels, for the reward and for H@N alike.
+# its answer strings are its qrels, for the reward and for H@N alike. The table counts,
+# per dataset and split, the questions kept, the yes/no questions left out, the paragraphs
+# searched and the median number of answer-bearing passages per question (a large number
+# means a vague query can still hit).
 
 # %%
-TRAIN, TEST, SEARCH = {}, {}, {}
-for name in datasets:
-    tr = qdata.load_dataset(name, "train", data_dir=data_dir)
-    ok = set(er.answerable_qids(tr, drop_yes_no=drop_yes_no))  # no corpus scan yet
-    qids = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
-                             n_queries=n_train_queries, n_distractors=0, seed=seed).queries)
-    TRAIN[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
-    SEARCH["train", name] = retrieval.build_retriever("bm25", tr.corpus)
-    if "room" in runs:  # a larger draw, then only the questions with room to improve
-        pool = list(qdata.subset(qdata.filter_queries(tr, lambda q, t, meta: q in ok),
-                                 n_queries=room_pool_queries or 3 * n_train_queries,
-                                 n_distractors=0, seed=seed).queries)
-        cand = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=pool)
-        first = ev.score_run(SEARCH["train", name], cand.questions, cand.ds, cand.answers,
-                             NS, k=max(room_ranks[1], max(NS)))
-        keep = room_filter(first["first_rank"].to_dict(), *room_ranks)[:n_train_queries]
-        TRAIN[name, "room"] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=keep)
-        print(f"{name}: room run trains on {len(keep)} of {len(pool)} drawn questions (raw "
-              f"first answer-bearing rank {room_ranks[0]}-{room_ranks[1]})")
-    TEST[name] = er.evidence_set(qdata.load_dataset(name, "test", data_dir=data_dir),
-                                 drop_yes_no=drop_yes_no, n_queries=n_test_queries)
-    SEARCH["test", name] = retrieval.build_retriever("bm25", TEST[name].ds.corpus)
-SETS = pd.DataFrame([{"dataset": n, "split": split, "questions": len(s.questions),
-                      "yes/no left out": s.yes_no_left_out, "paragraphs": len(s.ds.corpus),
-                      "answer-bearing passages (median)":
-                          pd.Series([len(s.qrels[q]) for q in s.questions]).median()}
-                     for n in datasets for split, s in (("train", TRAIN[n]), ("test", TEST[n]))])
-SETS
+TRAIN, TEST, SEARCH = R.load_sets(datasets, runs, data_dir=data_dir, drop_yes_no=drop_yes_no,
+                                  n_train=n_train_queries, n_test=n_test_queries, seed=seed,
+                                  ns=NS, room_ranks=room_ranks, room_pool=room_pool_queries)
+R.sets_table(TRAIN, TEST, datasets)
 
 # %% [markdown]
 # ## 2. Training: the answer-rank reward, with and without reasoning
 #
 # One GRPO run per entry of `runs` on the pooled training questions of every dataset: the
 # reward needs each question's own corpus, so each dataset gets its own run here
-# (DeepRetrieval trains one model per dataset too).
+# (DeepRetrieval trains one model per dataset too). The objective is Eq. 2 of the paper,
+# the reward minus $\beta$ times the log-ratio to the untrained policy, maximised with GRPO
+# rather than PPO; the `think` run gets the longer budget `think_max_completion_length` for
+# its chain, and the `room` run trains on the questions kept in section 1. Each run prints
+# its steps and seconds; `train_rewriter` saves the decoding contract beside the adapter.
 
 # %%
 SUMMARIES, LOGS = {}, {}
@@ -220,14 +188,12 @@ _ = plots.save_figure(fig, "17_training_curves", figures_dir, profile=profile,
 # %%
 RAW = {name: ev.score_run(SEARCH["test", name], TEST[name].questions, TEST[name].ds,
                           TEST[name].answers, NS) for name in datasets}
-RESULTS, rows, cmp_rows = {}, [], []
+RESULTS = {}  # (rewriter, dataset) -> rewrites, injection frame, H@N of rewrite and cleaned
 for run in runs:
     # the untrained model in one pass over every dataset, with the decoding contract its
     # training used (read from the first dataset's adapter); each dataset's own adapter after
+    same = R.shared_untrained(run, runs, SUMMARIES, RUN_DATASETS)  # the room run's is nothink's
     first = SUMMARIES[RUN_DATASETS[run][0], run]["adapter"]
-    same = next((r for r in runs[:runs.index(run)] if PROMPTS[r] == PROMPTS[run]
-                 and DecodingContract.load(SUMMARIES[RUN_DATASETS[r][0], r]["adapter"])
-                 == DecodingContract.load(first)), None)  # the room run's is nothink's
     untrained = ({(PROMPTS[run], n): RESULTS[f"untrained {same}", n] for n in RUN_DATASETS[run]}
                  if same else
                  er.rewrite_and_score(model, None, {PROMPTS[run]: DecodingContract.load(first)},
@@ -235,49 +201,27 @@ for run in runs:
                                       {n: SEARCH["test", n] for n in RUN_DATASETS[run]}, NS,
                                       batch_size=eval_batch_size))
     for name in RUN_DATASETS[run]:
-        n = len(TEST[name].questions)
         RESULTS[f"untrained {run}", name] = untrained[PROMPTS[run], name]
         a = SUMMARIES[name, run]["adapter"]
-        trained = er.rewrite_and_score(model, a, {PROMPTS[run]: a}, {name: TEST[name]},
-                                       {name: SEARCH["test", name]}, NS,
-                                       batch_size=eval_batch_size)
-        RESULTS[f"trained {run}", name] = trained[PROMPTS[run], name]
-        valid = {s_: RESULTS[f"{s_} {run}", name]["rewrites"]["format_ok"].mean()
-                 for s_ in ("untrained", "trained")}  # test validity of each row
-        for label, kind, scale in (
-                (f"untrained {run}", "untrained",
-                 scale_columns(model, test_queries=n, test_valid=valid["untrained"])),
-                (f"trained {run}", "trained",
-                 scale_columns(model, [LOGS[name, run]], test_queries=n,
-                               test_valid=valid["trained"]))):
-            r_, c_ = er.evidence_rows(RAW[name], RESULTS[label, name], dataset=name,
-                                      rewriter=label, kind=kind, scale=scale, ns=NS,
-                                      resamples=bootstrap, seed=seed)
-            rows += r_
-            cmp_rows += c_
-BOTH = [n for n in datasets if all(n in RUN_DATASETS.get(r, []) for r in ("think", "nothink"))]
-for name in BOTH:  # with vs without reasoning, the same model state, question by question
-    n = len(TEST[name].questions)
-    valid = {s_: RESULTS[f"{s_} think", name]["rewrites"]["format_ok"].mean()
-             for s_ in ("untrained", "trained")}
-    for state, kind, scale in (("untrained", "untrained",
-                                scale_columns(model, test_queries=n, test_valid=valid["untrained"])),
-                               ("trained", "trained", scale_columns(
-                                   model, [LOGS[name, "think"]], test_queries=n,
-                                   test_valid=valid["trained"]))):
-        cmp_rows += [compare(RESULTS[f"{state} think", name]["rewrite"][h].to_dict(),
-                             RESULTS[f"{state} nothink", name]["rewrite"][h].to_dict(),
-                             paper="deepretrieval", dataset=name, retriever="bm25", metric=h,
-                             method=f"{state} think: rewrite", kind=kind,
-                             baseline=f"{state} nothink: rewrite", baseline_kind=kind,
-                             scale=scale, resamples=bootstrap, seed=seed) for h in HN]
+        RESULTS[f"trained {run}", name] = er.rewrite_and_score(
+            model, a, {PROMPTS[run]: a}, {name: TEST[name]}, {name: SEARCH["test", name]}, NS,
+            batch_size=eval_batch_size)[PROMPTS[run], name]
+
+# %% [markdown]
+# Each rewriter is then scored three ways per dataset (rewrite, cleaned rewrite, raw
+# question) and paired question by question; where both the `think` and the `nothink` run
+# exist, the rewriter with reasoning is also paired with the one without, in the same state.
+# For one N, the paired difference is $\bar d = \frac1n\sum_q (h_q^{a} - h_q^{b})$ with
+# $h_q \in \{0, 1\}$ the hit of question $q$, and a 95 % bootstrap interval over questions.
+
+# %%
+BOTH = R.both_runs(datasets, RUN_DATASETS)  # datasets with both runs (Fig. 4's pairs)
+rows, cmp_rows = R.evidence_tables(RESULTS, RAW, TEST, LOGS, runs, RUN_DATASETS, datasets,
+                                   model=model, ns=NS, resamples=bootstrap, seed=seed)
 EVIDENCE = pd.DataFrame(rows)
 CMP = comparison_table(cmp_rows)
-for (label, name), res in RESULTS.items():
-    record(f"{name}.{label}.injection_rate", float(res["injection"]["has_injection"].mean()))
-    record(f"{name}.{label}.{HN[-1]}", float(res["rewrite"][HN[-1]].mean()))
-for name in datasets:
-    record(f"{name}.raw.{HN[-1]}", float(RAW[name][HN[-1]].mean()))
+for key, value in R.result_records(RESULTS, RAW, datasets, HN).items():
+    record(key, value)
 save_table(EVIDENCE.round(4), "17_evidence", tables_dir,
            caption=("H@N of the raw question, each rewriter's rewrite and the rewrite with its "
                     "injected answer strings removed, with format, modification and injection "
@@ -301,16 +245,7 @@ published.table("deepretrieval", "Table 1", wide=True, fraction=True)
 # Rewrites that injected an answer, with the cleaned query that was searched instead:
 
 # %%
-ex = []
-for (label, name), res in RESULTS.items():
-    inj = res["injection"]
-    for q, r in inj[inj["has_injection"]].head(n_examples).iterrows():
-        ex.append({"dataset": name, "rewriter": label, "question": r["question"],
-                   "rewrite": r["rewrite"], "injected": "; ".join(r["injected"]),
-                   "cleaned": r["cleaned"],
-                   "first rank rewrite": res["rewrite"].loc[q, "first_rank"],
-                   "first rank cleaned": res["cleaned"].loc[q, "first_rank"]})
-pd.DataFrame(ex)
+R.injection_examples(RESULTS, n_examples)
 
 # %% [markdown]
 # ## 4. Reasoning or not (Fig. 4): how long the chain and the query are
@@ -331,25 +266,8 @@ pd.DataFrame(ex)
 # equal to one the prompt shows (case and spacing ignored; none, so NaN, when it shows none).
 
 # %%
-EXAMPLE = {run: reasoning.layout_chain(as_template(PROMPTS[run]).user) for run in runs}
-LENGTHS = {(name, run): reasoning.length_curves(reasoning.sample_lengths(
-    Path(SUMMARIES[name, run]["log"]).with_name("samples.jsonl"),
-    as_template(PROMPTS[run]).meta["fmt"], EXAMPLE[run])) for (name, run) in SUMMARIES}
-rows = []
-for (label, name), res in RESULTS.items():
-    run = label.split()[-1]  # "untrained think" -> think
-    meta = as_template(PROMPTS[run]).meta
-    row = {"dataset": name, "rewriter": label, "questions": len(TEST[name].questions),
-           **res["rewrite"][HN].mean().to_dict(),
-           "format ok": res["rewrites"]["format_ok"].mean(),
-           "gen tokens": res["rewrites"]["gen_tokens"].mean(),
-           **{f"test {k}": v for k, v in reasoning.mean_lengths(
-               res["rewrites"]["completion"], meta["fmt"], prefill=meta["prefill"],
-               example=EXAMPLE[run]).items()}}
-    if label.startswith("trained"):
-        row.update(reasoning.early_late(LOGS[name, run], LENGTHS[name, run]))
-    rows.append(row)
-REASONING = pd.DataFrame(rows)
+EXAMPLE, LENGTHS = R.rollout_lengths(SUMMARIES, runs)  # prompt example chains, words per step
+REASONING = R.reasoning_table(RESULTS, TEST, LOGS, LENGTHS, EXAMPLE, HN)
 save_table(REASONING.round(4), "17_reasoning", tables_dir,
            caption=("With and without reasoning (DeepRetrieval Fig. 4, Table 1 'w/o reasoning'): "
                     "test H@N, format rate, generated tokens, reasoning and query words and "
@@ -357,12 +275,9 @@ save_table(REASONING.round(4), "17_reasoning", tables_dir,
                     "the greedy test rewrites; for trained rewriters the mean training reward "
                     "and the reasoning and query words and echo share of the logged rollouts in "
                     f"the first and last quarter of the steps [profile: {profile}]"))
-SHOWN = [(n, r) for (n, r) in LENGTHS if n in BOTH or r == "think"]  # think runs, partners
-if SHOWN:
-    fig = reasoning.reasoning_figure({f"{n} · {r}": (LOGS[n, r], LENGTHS[n, r]) for n, r in SHOWN})
-    plots.save_figure(fig, "17_reasoning_lengths", figures_dir, profile=profile,
-                      setting=f"{model}; from the logs: " + curves.scale_setting(
-                          {f"{n} · {r}": LOGS[n, r] for n, r in SHOWN}),
+fig, setting_17 = R.lengths_figure(LOGS, LENGTHS, BOTH, model)  # think runs and partners
+if fig is not None:
+    plots.save_figure(fig, "17_reasoning_lengths", figures_dir, profile=profile, setting=setting_17,
                       caption="Training reward, reasoning length and query length per GRPO step "
                               "(words, from the rollouts each step logs), with and without "
                               "<think> (DeepRetrieval Fig. 4's study, on evidence seeking)")
@@ -380,16 +295,5 @@ from IPython.display import Markdown
 from qrlib.workbook.findings import what_we_found
 
 deep = CMP[(CMP.metric == HN[-1]) & ~CMP.method.str.contains("cleaned")]
-extra = []
-think = REASONING[REASONING.rewriter.str.endswith(" think")]
-if len(think):
-    extra.append("With reasoning, " + "; ".join(
-        f"{r['rewriter']} on {r['dataset']} copies the prompt's example chain in "
-        f"{r['test echo share']:.0%} of test rewrites" for r in think.to_dict("records")) + ".")
-inj = [res["injection"]["has_injection"].mean() for (label, _), res in RESULTS.items()
-       if label.startswith("trained")]
-if inj:
-    extra.append(f"Trained rewrites put an answer string into the query for {min(inj):.1%}-"
-                 f"{max(inj):.1%} of the questions (string match).")
 display(Markdown(what_we_found(deep, notebook="17_deepretrieval_evidence", tables_dir=tables_dir,
-                               health=HEALTH, extra=extra)))
+                               health=HEALTH, extra=R.extra_sentences(REASONING, RESULTS))))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.core.errors import QrlibError
+from qrlib.methods.acqo.study import rebuild_collection as training_collection  # noqa: F401
 
 # Fields of a saved config.json that qrlib.rl.train writes beside TrainConfig's own.
 _RUN_ONLY = ("rows_fingerprint", "env")
@@ -59,23 +60,6 @@ def check_env(env: Any, reference: str, *, fusion: str, reference_fusion: str = 
     if repr(env) != want:
         raise QrlibError(f"the ablation's reward environment {env!r} differs from ACQO's "
                          f"{reference} in more than the fusion")
-
-
-def training_collection(record: Any, load: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """06's training corpus and qrels again: the paragraphs whose ids ``record``
-    (:class:`qrlib.methods.acqo.artifacts.Stage1Record`) saved, from each training set
-    ``load(name)`` returns, and the qrels of its training questions."""
-    ids, keep = set(record.corpus_ids), {r["qid"] for r in record.train_rows}
-    corpus, qrels = {}, {}
-    for name in record.train_datasets:
-        ds = load(name)
-        corpus.update({d: doc for d, doc in ds.corpus.items() if d in ids})
-        qrels.update({q: rel for q, rel in ds.qrels.items() if q in keep})
-    if len(corpus) != len(ids):
-        raise QrlibError(f"06's training corpus could not be rebuilt: {len(ids) - len(corpus)} "
-                         f"of its {len(ids)} paragraphs are missing from "
-                         f"{', '.join(record.train_datasets)}")
-    return corpus, qrels
 
 
 def load_subqueries(path: str | os.PathLike, key: str, writer: str) -> dict[str, list[str]]:

@@ -24,7 +24,7 @@ from qrlib.core.records import load_record, save_record
 from qrlib.data import rows as qrows
 from qrlib.generation import policy
 from qrlib.methods.acqo.curriculum import generate_decompositions
-from qrlib.methods.bandits.decompose import heuristic_split
+from qrlib.methods.acqo.study import rule_split  # noqa: F401  (the model-free row)
 
 STAGE2_FILE = "stage2.json"
 
@@ -50,11 +50,6 @@ class Stage2Record:
             raise QrlibError(f"notebook 07 trained no Stage II adapter for {retriever!r} "
                              f"(it trained: {', '.join(sorted(self.summaries)) or 'none'})")
         return self.summaries[retriever]["adapter"]
-
-
-def rule_split(question: str, max_subqueries: int = 3) -> list[str]:
-    """The question and up to two rule-based sub-queries (no model), duplicates once."""
-    return list(dict.fromkeys([question] + heuristic_split(question, 2)))[:max_subqueries]
 
 
 def decompose(model: str, adapter: str | os.PathLike | None, datasets: Mapping[str, Any],
