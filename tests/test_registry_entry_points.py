@@ -1,11 +1,12 @@
 """Papers register through the ``qrlib.methods`` entry-point group (qrlib.core.registry)."""
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+
+from _astutil import code_text
 
 from qrlib.core import registry
 from qrlib.core.errors import QrlibError
@@ -27,11 +28,7 @@ def test_every_paper_folder_registers_through_an_entry_point():
 def test_no_shared_registry_module_names_a_paper():
     names = registry.pyproject_entries(REPO / "pyproject.toml")
     for path in (REPO / "qrlib" / "core" / "registry.py", REPO / "qrlib" / "methods" / "registry.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        code = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-        code += [n for n in ast.walk(tree) if isinstance(n, ast.Constant)
-                 and isinstance(n.value, str) and n is not tree.body[0].value]  # not the docstring
-        text = " ".join(ast.unparse(n) for n in code)
+        text = code_text(path)
         for name in names:
             assert not re.search(rf"qrlib\.methods\.{name}\b", text), (path.name, name)
 

@@ -2,10 +2,11 @@
 ``qrlib.results`` entry-point group (qrlib.workbook.results assembles, names no paper)."""
 from __future__ import annotations
 
-import ast
 import importlib
 import re
 from pathlib import Path
+
+from _astutil import code_text
 
 from qrlib.core import registry
 from qrlib.workbook import results
@@ -35,11 +36,7 @@ def test_the_shared_results_modules_name_no_paper():
     names = registry.pyproject_entries(REPO / "pyproject.toml", group=results.GROUP)
     for path in (REPO / "qrlib" / "workbook" / "results.py",
                  REPO / "qrlib" / "workbook" / "resultsdoc.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        code = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-        code += [n for n in ast.walk(tree) if isinstance(n, ast.Constant)
-                 and isinstance(n.value, str) and n is not tree.body[0].value]  # not the docstring
-        text = " ".join(ast.unparse(n) for n in code)
+        text = code_text(path)
         for name in names:
             assert not re.search(rf"qrlib[./]methods[./]{name}\b", text), (path.name, name)
 
