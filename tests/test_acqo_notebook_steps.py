@@ -323,7 +323,7 @@ def test_vanilla_budget_raw_check_and_comparisons():
     assert rec["ds.bm25.vanilla.rl_steps"] == 2
     assert rec["ds.bm25.vanilla.ndcg10"] == pytest.approx(0.75)
     assert "ds/bm25 +0.250" in van.findings_tail(cmp)
-    assert van.extra_sentences(vanilla) == ["Vanilla RL writes 1.00-1.00 queries per question "
+    assert van.extra_sentences(vanilla) == ["Vanilla RL writes 1.00 queries per question "
                                             "(one by design)."]
 
 

@@ -66,7 +66,7 @@ def test_evaluate_gives_table_2s_rows_and_their_comparisons():
     assert rec["x.bm25.RL-QR.ndcg3"] == pytest.approx((1 + second) / 2)
     assert rec["x.bm25.untrained.nDCG@3.vs_raw"][0] == pytest.approx((1 - second) / 2)
     assert study.extra_sentences(res, cmp, synth) == [
-        "The trained rewriters modify 0%-0% of the real test queries.",
+        "The trained rewriters modify 0% of the real test queries.",
         "On x, BM25 ranks the source document first for 80% of the 5 synthetic training "
         "questions as they are, so copying them is already near-optimal there."]
 

@@ -121,11 +121,11 @@ def test_labels_records_and_sentences():
                            "none": [0.5, 0.0], "s1": [0.5, 0.8], "s2": [0.0, 0.2]})
     cmp = pd.DataFrame({"kind": ["trained"], "method": ["SAGE-SCS"]})
     assert study.trained_sentences(choice, res, cmp) == [
-        "Trained SAGE rewriters use their most frequent strategy for 80%-80% of test queries.",
-        "They modify 75%-75% of the queries."]
+        "Trained SAGE rewriters use their most frequent strategy for 80% of test queries.",
+        "They modify 75% of the queries."]
     t3 = pd.DataFrame({"row": ["conservative", "proactive"], "value": [0.5, 0.998]})
     assert study.ablation_sentence(res, ["SAGE-SCS"], t3) == (
-        "The trained rows modify 75%-75% of the test queries (SAGE Table 3: conservative "
+        "The trained rows modify 75% of the test queries (SAGE Table 3: conservative "
         "50.0%, proactive 99.8%).")
 
 

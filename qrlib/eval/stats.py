@@ -7,7 +7,7 @@ answers "would this gain hold on another sample of questions like these?".
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +59,14 @@ def fmt_interval(r: Mapping[str, float], digits: int = 3) -> str:
     """``+0.012 [+0.003, +0.021]`` from a :func:`paired_bootstrap` result."""
     f = f"{{:+.{digits}f}}"
     return f"{f.format(r['diff'])} [{f.format(r['lo'])}, {f.format(r['hi'])}]"
+
+
+def span(values: Iterable[float], fmt: str = ".0%") -> str:
+    """``"40%-60%"`` for the range of ``values`` as ``fmt`` shows them, ``"100%"`` when the
+    two ends read the same."""
+    values = list(values)
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def verdict(lo: float, hi: float) -> str:

@@ -245,7 +245,7 @@ class Engine:
         with engine_start_guard(), recording_layers(self._layers):
             self.llm = LLM(model=self.model_dir, dtype=dtype, seed=seed,
                            max_model_len=max_model_len, enforce_eager=enforce_eager,
-                           disable_log_stats=True, **gpu)
+                           disable_log_stats=True, use_tqdm_on_load=False, **gpu)
         self._pushed: Any = None  # weakref to the model whose weights the engine holds
         self.pushes = 0
 

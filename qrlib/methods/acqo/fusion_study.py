@@ -29,6 +29,7 @@ from qrlib.eval.metrics import evaluate
 from qrlib.methods.bandits.decompose import heuristic_split, oracle_split
 from qrlib.retrieval import fusion
 from qrlib.retrieval.retrievers import build_retriever
+from qrlib.eval.stats import span
 
 Ranked = Sequence[tuple[str, float]]
 Lists = dict[tuple[str, str, str], dict[str, list[Ranked]]]  # (dataset, retriever, split) -> qid -> lists
@@ -342,7 +343,7 @@ def findings(results: pd.DataFrame, ties: pd.DataFrame, timing: pd.DataFrame, *,
                  f"{int(nd['RSF'].notna().sum())} blocks; over every block RSF - RRF is "
                  f"{diff.min():+.3f} to {diff.max():+.3f} {measure}.")
     lines.append(f"- A rank-consensus tie in RSF's top {k} (broken by the score) occurs for "
-                 f"{share.min():.0%}-{share.max():.0%} of questions.")
+                 f"{span(share)} of questions.")
     lines.append(f"- Fusing one question's lists takes {timing['mean'].min():.0f}-"
                  f"{timing['mean'].max():.0f} µs in pure Python, depending on the method.")
     return "\n".join(lines)

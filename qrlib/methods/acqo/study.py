@@ -23,6 +23,7 @@ from qrlib.methods.acqo.curriculum import search_fused
 from qrlib.methods.bandits.decompose import heuristic_split
 from qrlib.retrieval.retrievers import build_retriever
 from qrlib.rl.env import RewardEnv
+from qrlib.eval.stats import span
 
 QUARTERS = ("first quarter", "last quarter")
 
@@ -140,7 +141,7 @@ def logs_setting(logs: Mapping[Any, pd.DataFrame], sep: str = "; ") -> str:
 
 def sub_queries_range(table: pd.DataFrame) -> str:
     """``"1.00-2.50"``: the smallest and largest mean sub-queries of a table's rows."""
-    return f"{table['sub-queries'].min():.2f}-{table['sub-queries'].max():.2f}"
+    return span(table["sub-queries"], ".2f")
 
 
 def published_table(tables_dir: str | Path, name: str, *, reader: str, writer: str,

@@ -36,7 +36,7 @@ from qrlib.data.cut import CollectionCut
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare
 from qrlib.eval.scale import log_scale, scale_columns
-from qrlib.eval.stats import fmt_interval
+from qrlib.eval.stats import fmt_interval, span
 from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl import rewards
 from qrlib.rl.env import RewardEnv
@@ -417,6 +417,5 @@ def modified_sentence(test: Any) -> str:
     ..."``: the range of the trained rows' modification rates."""
     trained = test[test.method.str.startswith("trained-")]
     modes = sorted({m.rsplit("-", 1)[-1] for m in trained.method})
-    return (f"The trained rewriters changed {trained.modified.min():.0%}-"
-            f"{trained.modified.max():.0%} of the test claims ({', '.join(modes)} mode); "
+    return (f"The trained rewriters changed {span(trained.modified)} of the test claims ({', '.join(modes)} mode); "
             "the untrained rows with the same prompts are their second baseline.")

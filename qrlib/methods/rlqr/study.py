@@ -26,7 +26,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.scale import SCALE_COLUMNS, fmt_scale, log_scale, scale_columns
 from qrlib.eval.scoring import search_scores
-from qrlib.eval.stats import fmt_interval
+from qrlib.eval.stats import fmt_interval, span
 
 __all__ = ["SETS", "MEASURES", "CAPTIONS", "caption", "load_indexes", "synthesize_all",
            "synthesis_examples", "training_questions", "train_all", "read_logs",
@@ -337,8 +337,7 @@ def extra_sentences(results: Any, comparisons: Any, synth: Any) -> list[str]:
     where BM25 already ranks the source of most synthetic questions first (copying is then
     near-optimal)."""
     trained = results[results.model.isin(comparisons[comparisons.kind == "trained"].method)]
-    out = [f"The trained rewriters modify {trained.modified.min():.0%}-"
-           f"{trained.modified.max():.0%} of the real test queries."]
+    out = [f"The trained rewriters modify {span(trained.modified)} of the real test queries."]
     out += [f"On {r['dataset']}, BM25 ranks the source document first for "
             f"{r.get('bm25 source@1', float('nan')):.0%} of the {r['usable']} synthetic "
             "training questions as they are, so copying them is already near-optimal there."

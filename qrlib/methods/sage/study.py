@@ -31,7 +31,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import load_json
 from qrlib.eval.compare import compare, describe
 from qrlib.eval.scale import SCALE_COLUMNS
-from qrlib.eval.stats import fmt_interval
+from qrlib.eval.stats import fmt_interval, span
 from qrlib.retrieval import retrievers as retrieval
 
 if TYPE_CHECKING:  # the pipeline loads the trainer; imported where it is used
@@ -313,15 +313,15 @@ def trained_sentences(choice: Any, results: Any, cmp: Any) -> list[str]:
     if len(trained):
         share = trained[[c for c in trained.columns if c.startswith("s")]].max(axis=1)
         out.append(f"Trained SAGE rewriters use their most frequent strategy for "
-                   f"{share.min():.0%}-{share.max():.0%} of test queries.")
+                   f"{span(share)} of test queries.")
     res = results[results.model.isin(cmp[cmp.kind == "trained"].method)]
-    out.append(f"They modify {res.modified.min():.0%}-{res.modified.max():.0%} of the queries.")
+    out.append(f"They modify {span(res.modified)} of the queries.")
     return out
 
 
 def ablation_sentence(results: Any, labels: Iterable[str], paper_t3: Any) -> str:
     """Notebook 15's finding: the trained rows' modification rates beside Table 3's."""
     rows = results[results.model.isin(list(labels))]
-    return (f"The trained rows modify {rows.modified.min():.0%}-{rows.modified.max():.0%} "
+    return (f"The trained rows modify {span(rows.modified)} "
             "of the test queries (SAGE Table 3: "
             + ", ".join(f"{r.row} {r.value:.1%}" for _, r in paper_t3.iterrows()) + ").")
