@@ -110,6 +110,7 @@ def route_logs(path: Path) -> Path:
     import pandas as pd
 
     pd.set_option("display.max_columns", None)
+    pd.set_option("display.max_rows", 500)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_colwidth", 120)
     return path

@@ -1,4 +1,4 @@
-"""'What we found' sentences built from a notebook's tables (qrlib.workbook.findings)."""
+"""'What we found' sentences built from a notebook's tables (qrlib.eval.findings)."""
 from __future__ import annotations
 
 import re
@@ -9,7 +9,7 @@ import pandas as pd
 
 from qrlib.eval.compare import comparison_table, compare
 from qrlib.eval.scale import scale_columns
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 
 def _scores(shift, n=60, seed=0):

@@ -442,12 +442,12 @@ print(V.save_for_evaluation(out_dir, REWRITES, DATA, CONTRACTS, settings={
 # ## What we found
 #
 # Built from this run's tables (`05_comparisons`, `05_test_results`, `05_health`) by
-# `qrlib.workbook.findings`, so a rerun that changes the numbers changes the sentences.
+# `qrlib.eval.findings`, so a rerun that changes the numbers changes the sentences.
 
 # %%
 from IPython.display import Markdown
 
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 record = S.record
 t_train = pd.read_csv(tables_dir / "05_training_summary.csv")

@@ -105,7 +105,7 @@ from qrlib.methods.acqo import study
 from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.rl.health import health_report
 from qrlib.rl.train import load_config, train
-from qrlib.workbook.findings import scoreboard_sentence
+from qrlib.eval.findings import scoreboard_sentence
 
 print(f"profile={profile} model={model} torch threads={torch.get_num_threads()}")
 

@@ -108,7 +108,7 @@ from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.methods.acqo.curriculum import SubqueryProbe, generate_decompositions, keep_for_stage2
 from qrlib.rl.health import health_report
 from qrlib.rl.train import load_config, train
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 S1 = Stage1Record.load(run_dir / "06_acqo_stage1")  # Stage I's runs and settings (06's record)
 TRAIN_ROWS, PROMPT, PREFILL = S1.train_rows, S1.prompt, S1.prefill
@@ -406,7 +406,7 @@ else:
 # ## What we found
 #
 # Built from `07_comparisons`, `07_acqo_results`, `07_tau_filter` and `07_health` of this
-# run by `qrlib.workbook.findings`:
+# run by `qrlib.eval.findings`:
 
 # %%
 display(Markdown(what_we_found(COMPARISONS[COMPARISONS.method.str.startswith("ACQO")],

@@ -100,7 +100,7 @@ from qrlib.eval.compare import comparison_table
 from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.methods.sage import pipeline as sage, pools, study
 from qrlib.rl.health import health_report
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 print(f"profile={profile} policy={model} torch threads={torch.get_num_threads()}")
 RETR = study.Retrievers(cache_dir=cache_dir, dense_model=dense_model)  # one index per cut and kind
@@ -375,7 +375,7 @@ CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
 # ## What we found
 #
 # Built from `08_comparisons`, `08_best_of_n`, `08_sage_strategy_choice`, `08_sage_results`
-# and `08_health` of this run by `qrlib.workbook.findings`:
+# and `08_health` of this run by `qrlib.eval.findings`:
 
 # %%
 extra = [pools.headroom_sentence(BON), *study.trained_sentences(STRAT_CHOICE, SAGE_RESULTS, CMP)]

@@ -98,7 +98,7 @@ from qrlib.methods.acqo import vanilla_study as van
 from qrlib.methods.acqo.curriculum import generate_decompositions
 from qrlib.rl.health import health_report
 from qrlib.rl.train import load_config, train
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 STAGES, ACQO_RESULTS, ACQO_PER_Q = (  # 07's published tables of this profile
     study.published_table(tables_dir, name, reader="12", writer="07", profile=profile)
@@ -270,7 +270,7 @@ van.examples(DECOMP, TEST[test_datasets[0]], test_datasets[0], retrievers, n_exa
 # ## What we found
 #
 # Built from `12_comparisons`, `12_vanilla_results` and `12_health` of this run by
-# `qrlib.workbook.findings`:
+# `qrlib.eval.findings`:
 
 # %%
 display(Markdown(

@@ -284,12 +284,12 @@ Q.examples(GEN, SCORES, TEST_ROWS, n_examples)
 # ## What we found
 #
 # Built from `13_comparisons`, `13_sql_results` and `13_health` of this run by
-# `qrlib.workbook.findings` (the baseline here is the zero-shot model without reasoning):
+# `qrlib.eval.findings` (the baseline here is the zero-shot model without reasoning):
 
 # %%
 from IPython.display import Markdown
 
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 display(Markdown(what_we_found(COMPARISONS, notebook="13_deepretrieval_sql", tables_dir=tables_dir,
                                health=HEALTH, kinds=("trained", "warm start"),

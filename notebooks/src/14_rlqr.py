@@ -99,7 +99,7 @@ from qrlib.generation import prompts
 from qrlib.generation.contract import DecodingContract
 from qrlib.methods.rlqr import pipeline as rlqr, study
 from qrlib.rl.health import health_report
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 # %% [markdown]
 # ## 1. Indexes and their real test queries
@@ -259,7 +259,7 @@ published.table("rlqr", "Table 2")
 # ## What we found
 #
 # Built from `14_comparisons` (nDCG@3, RL-QR's measure), `14_synthesis`, `14_rlqr_results`
-# and `14_health` of this run by `qrlib.workbook.findings`:
+# and `14_health` of this run by `qrlib.eval.findings`:
 
 # %%
 extra = study.extra_sentences(RESULTS, COMPARISONS, SYNTH)

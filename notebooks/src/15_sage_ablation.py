@@ -86,7 +86,7 @@ from qrlib.eval import curves, published
 from qrlib.eval.compare import comparison_table
 from qrlib.methods.sage import pipeline as sage, study
 from qrlib.rl.health import health_report
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 print(f"profile={profile} policy={model}")
 
@@ -198,7 +198,7 @@ STRATEGIES.round(2)
 # ## What we found
 #
 # Built from `15_comparisons`, `15_sage_ablation` and `15_health` of this run by
-# `qrlib.workbook.findings`:
+# `qrlib.eval.findings`:
 
 # %%
 extra = [study.ablation_sentence(ABLATION, [LABEL[v.key] for v in ROWS], PAPER_T3)]

@@ -89,7 +89,7 @@ from qrlib.methods.acqo import study
 from qrlib.methods.acqo import transfer_study as ts
 from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.methods.acqo.transfer import Stage2Record, decompose
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 S1 = Stage1Record.load(run_dir / "06_acqo_stage1")
 S2 = Stage2Record.load(run_dir / "07_acqo_stage2")
@@ -220,7 +220,7 @@ _ = plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
 # %% [markdown]
 # ## What we found
 #
-# Built from `16_comparisons` of this run by `qrlib.workbook.findings`; the decomposers were
+# Built from `16_comparisons` of this run by `qrlib.eval.findings`; the decomposers were
 # trained in notebooks 06 and 07 (their training health is there):
 
 # %%

@@ -287,12 +287,12 @@ REASONING.round(3)
 # ## What we found
 #
 # Built from `17_comparisons` (H@N at the deepest N), `17_reasoning`, `17_evidence` and
-# `17_health` of this run by `qrlib.workbook.findings`:
+# `17_health` of this run by `qrlib.eval.findings`:
 
 # %%
 from IPython.display import Markdown
 
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 deep = CMP[(CMP.metric == HN[-1]) & ~CMP.method.str.contains("cleaned")]
 display(Markdown(what_we_found(deep, notebook="17_deepretrieval_evidence", tables_dir=tables_dir,

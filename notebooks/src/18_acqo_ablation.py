@@ -106,7 +106,7 @@ from qrlib.methods.acqo.artifacts import Stage1Record
 from qrlib.methods.acqo.transfer import Stage2Record, decompose
 from qrlib.rl.health import health_report
 from qrlib.rl.train import train
-from qrlib.workbook.findings import what_we_found
+from qrlib.eval.findings import what_we_found
 
 ab.check_readings(runs)
 S1 = Stage1Record.load(run_dir / "06_acqo_stage1")
@@ -272,7 +272,7 @@ ab.examples(ROWS.rows, TEST[test_datasets[0]], test_datasets[0], retrievers[0], 
 # ## What we found
 #
 # Built from `18_comparisons`, `18_ablation` and `18_health` of this run by
-# `qrlib.workbook.findings` (here each ablation row is also compared with ACQO itself):
+# `qrlib.eval.findings` (here each ablation row is also compared with ACQO itself):
 
 # %%
 display(Markdown(what_we_found(COMPARISONS[COMPARISONS.baseline == "raw question"],

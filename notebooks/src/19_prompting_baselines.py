@@ -202,7 +202,7 @@ with pd.option_context("display.max_columns", None, "display.width", 250):
                  "hi", "wins", "losses", "test queries"]])
 
 study.save_per_query(SCORES, out_dir / "per_query.csv")
-save_json({"model": model, "datasets": datasets, "retrievers": retrievers,
+_ = save_json({"model": model, "datasets": datasets, "retrievers": retrievers,
            "query_kinds": {n: query_kinds[n] for n in datasets},
            "pseudo_doc_tokens": pseudo_doc_tokens, "rewrite_tokens": rewrite_tokens,
            "chosen": {f"{n}/{k}": list(v) for (n, k), v in CHOSEN.items()},

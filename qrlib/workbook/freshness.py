@@ -115,8 +115,10 @@ PUBLISHED_MODULE = "qrlib.eval.published"
 the folders of the registered papers."""
 
 NOT_READ_BY_NOTEBOOKS = frozenset({"claims.yaml"})
-"""Package files no notebook reads (the papers' claims are read by the scoreboard of
-RESULTS.md only), so editing them stales no notebook."""
+"""Package files that are not inputs of a notebook's results: the papers' claims are judged
+by the scoreboard of RESULTS.md, regenerated on every results run; a notebook's "What we
+found" only names the claims it feeds, so editing a claim stales no notebook (its sentence
+may then name an older claim set until the next run)."""
 
 
 def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:

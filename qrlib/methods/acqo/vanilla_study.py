@@ -19,7 +19,7 @@ import pandas as pd
 from qrlib.core.errors import QrlibError
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.scale import SCALE_COLUMNS, scale_columns
+from qrlib.eval.scale import SCALE_COLUMNS, VALIDITY_COLUMNS, scale_columns
 from qrlib.methods.acqo.study import quarters, score_subqueries, sub_queries_range
 from qrlib.rl.env import RewardEnv
 
@@ -148,8 +148,8 @@ def comparisons(per_q: Mapping[tuple[str, str, str], pd.DataFrame], published: p
                  (van, "trained", scale, rule, "model-free")]
         if acqo in cols:  # ACQO's scale as 07 published it
             acqo_scale = theirs[(theirs.model == acqo) & (theirs.dataset == name)].iloc[0]
-            pairs.append((acqo, "trained", acqo_scale[list(SCALE_COLUMNS)].to_dict(), van,
-                          "trained"))
+            carried = [c for c in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if c in acqo_scale.index]
+            pairs.append((acqo, "trained", acqo_scale[carried].to_dict(), van, "trained"))
         for method, mkind, mscale, base, bkind in pairs:
             if base not in cols:  # a row 07 did not evaluate in this profile
                 continue

@@ -7,7 +7,7 @@ apart (intervals, never point estimates); the strongest and the weakest row with
 95 % intervals; the likely reasons the workbook can see (a row whose test outputs were
 mostly malformed, a run that collapsed into copying or echoing, a run too short to be a
 result); and the scoreboard claims the notebook feeds with their verdicts
-(:mod:`qrlib.workbook.scoreboard`). A rerun that changes the tables changes the text.
+(:mod:`qrlib.eval.claims`). A rerun that changes the tables changes the text.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 from qrlib.core.io import REPO_ROOT
 from qrlib.eval.scale import PLUMBING_STEPS
 from qrlib.eval.stats import fmt_interval, verdict
-from qrlib.workbook import scoreboard
+from qrlib.eval import claims
 
 __all__ = ["what_we_found", "row_sentence", "scoreboard_sentence"]
 
@@ -71,8 +71,8 @@ def scoreboard_sentence(notebook: str, tables_dir: str | Path,
                         root: str | Path = REPO_ROOT) -> str:
     """``"Scoreboard: acqo-beats-raw not held, acqo-rsf-helps held."`` for the claims whose
     rows this notebook writes ("" when it feeds none)."""
-    found = [scoreboard.verdict_of(c, Path(tables_dir))
-             for c in scoreboard.load_claims(Path(root)) if c.notebook == notebook]
+    found = [claims.verdict_of(c, Path(tables_dir))
+             for c in claims.load_claims(Path(root)) if c.notebook == notebook]
     if not found:
         return ""
     return "Scoreboard rows fed: " + ", ".join(f"{v['id']} {v['verdict']}" for v in found) + "."
