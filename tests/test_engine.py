@@ -238,3 +238,15 @@ def test_shutdown_hands_cuda_cache_back(monkeypatch):
     assert release_memory()["cuda_cache_freed"] is True and len(calls) >= 2
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert engine.free_cuda_cache() is False
+
+
+def test_an_engine_start_draws_no_weight_loading_bar():
+    """vLLM draws its weight-loading bar whatever TQDM_DISABLE says; the start guard (around
+    qrlib's engines and TRL's colocated one) switches it off and back on."""
+    w = pytest.importorskip("vllm.model_executor.model_loader.weight_utils")
+    from qrlib.generation import engine
+
+    before = w.enable_tqdm
+    with engine.engine_start_guard():
+        assert w.enable_tqdm(True) is False
+    assert w.enable_tqdm is before

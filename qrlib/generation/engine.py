@@ -111,10 +111,20 @@ def engine_start_guard() -> Iterator[None]:
     llvmlite's ``_lib_fn_wrapper`` objects (numba is imported by ranx) answer ``vars()`` with
     something that has no ``.get``, and the engine dies with an ``AttributeError``. The scan
     only rebinds Triton kernels, which these modules do not hold, so they are taken out of
-    ``sys.modules`` for the start and put back after.
+    ``sys.modules`` for the start and put back after. The start's weight-loading progress
+    bar (vLLM draws it whatever ``TQDM_DISABLE`` says, and TRL's colocated engine cannot be
+    told ``use_tqdm_on_load=False``) is switched off for the same span.
     """
+    import importlib
     import sys
 
+    try:
+        loader: Any = importlib.import_module("vllm.model_executor.model_loader.weight_utils")
+    except ImportError:  # no vLLM: nothing starts here
+        loader = None
+    bar = getattr(loader, "enable_tqdm", None)
+    if bar is not None:
+        loader.enable_tqdm = lambda *_a, **_k: False
     hidden: dict[str, Any] = {}
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
@@ -131,6 +141,8 @@ def engine_start_guard() -> Iterator[None]:
     try:
         yield
     finally:
+        if bar is not None:
+            loader.enable_tqdm = bar
         for name, module in hidden.items():
             sys.modules.setdefault(name, module)
 
