@@ -2,7 +2,9 @@
 
 Every folder holds the paper's prompt templates (``prompts.py``), its rewards
 (``rewards.py``), its completion format (``formats.py``), its published numbers
-(``published.yaml``, read by :mod:`qrlib.eval.published`) and its pipeline modules:
+(``published.yaml``, read by :mod:`qrlib.eval.published`), its checkable claims
+(``claims.yaml``), its RESULTS.md sections (``results.py``), the steps of its notebooks
+(``study.py`` and the like) and its pipeline modules:
 
 * :mod:`qrlib.methods.deepretrieval`: DeepRetrieval (Jiang et al. 2025); ``evidence.py``
   (evidence-seeking QA: answer-span qrels and scoring);
