@@ -90,8 +90,11 @@ def route_logs(path: Path) -> Path:
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers = [h for h in root.handlers if not isinstance(h, logging.StreamHandler)
-                     or isinstance(h, logging.FileHandler)] + [handler]
+    handler.qrlib_run_log = True  # a second start replaces it rather than adding another
+    root.handlers = [h for h in root.handlers
+                     if not getattr(h, "qrlib_run_log", False) and
+                     (not isinstance(h, logging.StreamHandler) or isinstance(h, logging.FileHandler))
+                     ] + [handler]
     root.setLevel(logging.INFO)
     logging.captureWarnings(True)
     warnings.simplefilter("default")

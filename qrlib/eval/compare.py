@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from qrlib.core.errors import QrlibError
-from qrlib.eval.scale import SCALE_COLUMNS, VALIDITY_COLUMNS, flagged, plumbing_note
+from qrlib.eval.scale import (SCALE_COLUMNS, VALIDITY_COLUMNS, flagged, plumbing_note,
+                              validity_columns)
 from qrlib.eval.stats import fmt_interval, paired_bootstrap, verdict
 
 KINDS = ("baseline", "model-free", "untrained", "warm start", "trained")
@@ -37,7 +38,7 @@ STAT_COLUMNS = ("score", "baseline score", "diff", "lo", "hi", "p<=0", "wins", "
                 "level", "resamples")
 REQUIRED_COLUMNS = KEY_COLUMNS + STAT_COLUMNS + tuple(SCALE_COLUMNS)
 COMPARISON_COLUMNS = REQUIRED_COLUMNS + tuple(VALIDITY_COLUMNS)
-NO_VALIDITY = {"test valid": float("nan"), "train valid": float("nan"), "valid flag": ""}
+NO_VALIDITY = validity_columns(None)  # a row without a model: NaN, NaN, no flag
 
 
 def untrained_scale(test_queries: int, policy: str | None = None) -> dict[str, Any]:

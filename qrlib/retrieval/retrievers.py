@@ -649,3 +649,28 @@ def run_queries(retriever: Retriever, queries: Mapping[str, str], k: int = 100,
         for qid, res in zip(chunk, retriever.search([queries[q] for q in chunk], k)):
             run[qid] = res
     return run
+
+
+class IndexCache:
+    """Indexes built on first use and kept for the notebook's life: ``get(key, kind,
+    corpus)`` returns the ``kind`` retriever over ``corpus`` under ``key`` (a dataset name,
+    a cut), building it once (a dense one with ``dense_model`` and the shared embedding
+    cache); ``verbose`` prints each build's seconds."""
+
+    def __init__(self, *, cache_dir: str | os.PathLike | None = None,
+                 dense_model: str | None = None, verbose: bool = False) -> None:
+        self.cache_dir, self.dense_model, self.verbose = cache_dir, dense_model, verbose
+        self.built: dict[tuple[Any, str], Retriever] = {}
+
+    def get(self, key: Any, kind: str, corpus: Any) -> Retriever:
+        if (key, kind) not in self.built:
+            kw: dict[str, Any] = {}
+            if kind == "dense":
+                kw = {"cache_dir": self.cache_dir, "show_progress": False}
+                if self.dense_model is not None:
+                    kw["model"] = self.dense_model
+            t0 = time.perf_counter()
+            self.built[key, kind] = build_retriever(kind, corpus, **kw)
+            if self.verbose:
+                print(f"{key}/{kind} index: {time.perf_counter() - t0:.1f}s")
+        return self.built[key, kind]

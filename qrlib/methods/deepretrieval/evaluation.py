@@ -94,19 +94,17 @@ def load_collections(run_dir: str | os.PathLike, found: Found,
     return coll
 
 
-class Retrievers:
+class Retrievers(retrieval.IndexCache):
     """One index per ``((source, dataset), retriever kind)`` over the collection's corpus,
     built on first use."""
 
     def __init__(self, coll: Mapping[tuple[str, str], tuple[Any, dict]], *,
                  cache_dir: str | os.PathLike | None = None) -> None:
-        self.coll, self.cache_dir, self.built = coll, cache_dir, {}
+        super().__init__(cache_dir=cache_dir)
+        self.coll = coll
 
     def __call__(self, key: tuple[str, str], kind: str) -> Any:
-        if (key, kind) not in self.built:
-            kw = {"cache_dir": self.cache_dir, "show_progress": False} if kind == "dense" else {}
-            self.built[key, kind] = retrieval.build_retriever(kind, self.coll[key][1], **kw)
-        return self.built[key, kind]
+        return self.get(key, kind, self.coll[key][1])
 
 
 def _search_lists(retr: Any, texts: list[list[str]], k: int) -> tuple[list, float, float]:

@@ -97,21 +97,17 @@ def runs_for(train_runs: Iterable[str], name: str) -> list[tuple[str, str]]:
     return out
 
 
-class Retrievers:
+class Retrievers(retrieval.IndexCache):
     """One index per ``(dataset, retriever kind)`` over ``data[dataset][2]`` (the corpus of
     :func:`load_pair`), built on first use; prints how long each build took."""
 
     def __init__(self, data: Mapping[str, tuple[Any, Any, dict]], *,
                  cache_dir: str | os.PathLike | None = None) -> None:
-        self.data, self.cache_dir, self.built = data, cache_dir, {}
+        super().__init__(cache_dir=cache_dir, verbose=True)
+        self.data = data
 
     def __call__(self, name: str, kind: str) -> Any:
-        if (name, kind) not in self.built:
-            t0 = time.perf_counter()
-            kw = {"cache_dir": self.cache_dir, "show_progress": False} if kind == "dense" else {}
-            self.built[name, kind] = retrieval.build_retriever(kind, self.data[name][2], **kw)
-            print(f"{name}/{kind} index: {time.perf_counter() - t0:.1f}s")
-        return self.built[name, kind]
+        return self.get(name, kind, self.data[name][2])
 
 
 def make_env(pair: tuple[Any, Any, dict], retriever: Any, *, mode: str, k: int, lenient: bool,

@@ -83,22 +83,12 @@ def caption(name: str, **fields: Any) -> str:
     return CAPTIONS[name].format(scale=", ".join(SCALE_COLUMNS), **fields)
 
 
-class Retrievers:
+class Retrievers(retrieval.IndexCache):
     """``RETR(ds, kind)``: one index per (collection name, corpus size, kind), built on
     first use; a dense one with ``dense_model`` and the shared cache."""
 
-    def __init__(self, *, cache_dir: str | os.PathLike | None = None,
-                 dense_model: str | None = None) -> None:
-        self.cache_dir, self.dense_model = cache_dir, dense_model
-        self.built: dict[tuple[str, int, str], Any] = {}
-
     def __call__(self, ds: Any, kind: str) -> Any:
-        key = (ds.name, len(ds.corpus), kind)
-        if key not in self.built:
-            kw = ({"cache_dir": self.cache_dir, "show_progress": False,
-                   "model": self.dense_model} if kind == "dense" else {})
-            self.built[key] = retrieval.build_retriever(kind, ds.corpus, **kw)
-        return self.built[key]
+        return self.get((ds.name, len(ds.corpus)), kind, ds.corpus)
 
 
 def load_data(names: Iterable[str], **cut: Any) -> dict[str, tuple[Any, Any, Any]]:
