@@ -73,6 +73,26 @@ def start(name: str, *, run_dir: str | os.PathLike, figures_dir: str | os.PathLi
                    Recorder(run_dir, name, quiet=True), backend)
 
 
+def _quiet_tqdm() -> None:
+    """Every tqdm bar off, even one a library asks for with ``disable=False`` (which beats
+    ``TQDM_DISABLE``): sentence-transformers' ``encode`` shows its bar whenever the root
+    logger is at INFO, as it is once :func:`route_logs` ran."""
+    try:
+        import tqdm.std as tqdm_std
+    except ImportError:
+        return
+    init = tqdm_std.tqdm.__init__
+    if getattr(init, "qrlib_quiet", False):
+        return
+
+    def quiet_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["disable"] = True
+        init(self, *args, **kwargs)
+
+    quiet_init.qrlib_quiet = True  # type: ignore[attr-defined]
+    tqdm_std.tqdm.__init__ = quiet_init  # type: ignore[method-assign]
+
+
 def route_logs(path: Path) -> Path:
     """Send everything but the notebook's own results to ``path`` (appended): the root
     logger (vLLM with ``VLLM_CONFIGURE_LOGGING=0``, transformers with its own handler
@@ -106,6 +126,7 @@ def route_logs(path: Path) -> Path:
         hf_logging.disable_default_handler()
         hf_logging.enable_propagation()
         hf_logging.disable_progress_bar()
+    _quiet_tqdm()
     if "ipykernel" in sys.modules:  # native stderr of this kernel into the log, not the cell
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         os.dup2(fd, 2)

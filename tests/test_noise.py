@@ -39,3 +39,23 @@ def test_a_fallback_beside_an_image_is_not_shown_so_not_counted():
               "data": {"text/html": "<table><tr><td>0.68</td></tr></table>",
                        "text/plain": "[3 rows x 30 columns]"}})
     assert sum(noise_counts(nb).values()) == 0
+
+
+def test_a_notebook_session_silences_a_bar_a_library_asked_for(tmp_path, capsys):
+    """sentence-transformers passes ``disable=False`` when the root logger is at INFO; that
+    beats TQDM_DISABLE, so route_logs turns every tqdm bar off itself."""
+    import logging
+
+    from tqdm.auto import tqdm
+
+    from qrlib.session import route_logs
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        route_logs(tmp_path / "run.log")
+        assert sum(tqdm(range(5), disable=False, desc="Batches")) == 10
+    finally:
+        root.handlers, _ = handlers, root.setLevel(level)
+        logging.captureWarnings(False)
+    assert "Batches" not in capsys.readouterr().err

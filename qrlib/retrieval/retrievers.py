@@ -438,7 +438,7 @@ class DenseRetriever:
                  query_instruction: str | None = "", doc_prefix: str | None = "",
                  cache_dir: str | os.PathLike | None | bool = None, batch_size: int = 64,
                  device: str | None = None, max_seq_length: int | None = None,
-                 show_progress: bool = True) -> None:
+                 show_progress: bool = False) -> None:
         if index not in ("flat", "hnsw"):
             raise QrlibError(f"unknown dense index {index!r}; accepted: flat, hnsw")
         self.doc_ids, texts = corpus_texts(corpus)
