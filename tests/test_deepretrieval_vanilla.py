@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from qrlib.core.errors import QrlibError
 from qrlib.eval.compare import comparison_table
 from qrlib.eval.scale import scale_columns
 from qrlib.methods.deepretrieval import vanilla as V
@@ -16,6 +17,22 @@ def test_runs_for_takes_global_runs_and_the_datasets_own():
     assert V.runs_for(runs, "scifact") == [("bm25", "expand"), ("dense", "rewrite")]
     assert V.runs_for(runs, "nfcorpus") == [("bm25", "expand"), ("bm25", "rewrite")]
     assert V.runs_for(runs, "hotpotqa-large") == [("bm25", "expand")]
+    assert V.runs_for(["bm25+room:rewrite"], "scifact") == [("bm25+room", "rewrite")]
+    assert V.retriever_of("bm25+room") == "bm25" and V.retriever_of("dense") == "dense"
+    for bad in ("bm25", "bm25:paraphrase", "bm25+easy:rewrite", ":rewrite"):
+        with pytest.raises(QrlibError, match="bad train_runs entry"):
+            V.runs_for([bad], "scifact")
+
+
+def test_a_room_run_trains_on_the_claims_ranked_inside_room_ranks():
+    tr = SimpleNamespace(queries={"a": "solved", "b": "near", "c": "lost", "d": "deep"},
+                         qrels={"a": {"d1": 1}, "b": {"d2": 1}, "c": {"d3": 1}, "d": {"d4": 2}})
+    lists = {"solved": [("d1", 3.0)], "near": [("x", 2.0), ("d2", 1.0)], "lost": [("x", 1.0)],
+             "deep": [(f"x{i}", 1.0) for i in range(9)] + [("d4", 0.5)]}
+    pair = (tr, None, {})
+    assert V.train_queries(pair, Ranked(lists), "bm25") == tr.queries
+    assert V.train_queries(pair, Ranked(lists), "bm25+room") == {"b": "near", "d": "deep"}
+    assert V.train_queries(pair, Ranked(lists), "bm25+room", room_ranks=(2, 5)) == {"b": "near"}
 
 
 def test_prompts_render_an_example_and_the_claim():
@@ -116,6 +133,10 @@ def test_evaluation_rows_comparisons_and_scatter_pairs():
                                                             ("untrained-rewrite", "untrained")]
     assert cmp["diff"].iloc[0] == pytest.approx(0.5 - r.loc["raw", "nDCG@10"])
     assert (cmp.wins.iloc[0], cmp.losses.iloc[0]) == (1, 1)
+    rewrites["toy", "trained-bm25+room-rewrite"] = rewrites["toy", "trained-bm25-rewrite"]
+    again, _ = V.evaluate_rewrites(rewrites, {"toy": te}, lambda n, k: Ranked(lists), ["bm25"],
+                                   k=10, scale=scale)
+    assert "trained-bm25+room-rewrite" in set(again.method)  # scored with its retriever, bm25
     pairs, intervals = V.scatter_pairs(cmp, perq)
     assert list(pairs) == ["toy/bm25: trained-bm25-rewrite"]
     raw_s, new_s = pairs["toy/bm25: trained-bm25-rewrite"]

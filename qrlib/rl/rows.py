@@ -6,7 +6,8 @@ reward environment.
 * :func:`build_prompts` -- the ``datasets.Dataset`` the trainer samples prompts from;
 * :func:`fill_prefill` -- one row's assistant-turn prefill (``{field}`` placeholders filled);
 * :func:`build_env` -- the :class:`~qrlib.rl.env.RewardEnv` the config describes;
-* :func:`room_filter` -- the training questions with room to improve (a lever row).
+* :func:`room_filter` and :func:`room_qids` -- the training questions with room to improve
+  (a lever row).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from qrlib.retrieval import retrievers as retrieval
 from qrlib.rl.config import TrainConfig
 from qrlib.rl.env import RewardEnv
 
-__all__ = ["build_prompts", "fill_prefill", "load_rows", "build_env", "room_filter"]
+__all__ = ["build_prompts", "fill_prefill", "load_rows", "build_env", "room_filter", "room_qids"]
 
 
 def room_filter(first_ranks: Mapping[str, Any], lo: int = 2, hi: int = 50) -> list[str]:
@@ -44,6 +45,17 @@ def room_filter(first_ranks: Mapping[str, Any], lo: int = 2, hi: int = 50) -> li
         if lo <= int(r) <= hi:
             out.append(str(q))
     return out
+
+
+def room_qids(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]], searcher: Any,
+              *, lo: int = 2, hi: int = 50) -> list[str]:
+    """:func:`room_filter` of the ranks at which ``searcher`` puts the first relevant document
+    (grade > 0) of each query searched as written, to depth ``hi``; in ``queries``' order."""
+    qids = list(queries)
+    ranked = searcher.search([queries[q] for q in qids], hi) if qids else []
+    first = {q: next((i for i, (doc, _) in enumerate(r, 1) if qrels.get(q, {}).get(doc, 0) > 0),
+                     None) for q, r in zip(qids, ranked)}
+    return room_filter(first, lo, hi)
 
 
 def build_prompts(queries: dict[str, str] | Sequence[dict[str, Any]], tokenizer: Any,

@@ -10,7 +10,8 @@ classic retrieval, Table 8). Here:
   answer layout;
 * :func:`load_pair`, :func:`runs_for`, :class:`Retrievers` and :func:`make_env` set up the data,
   the indexes and the reward environment; :func:`train_config` is the GRPO configuration of one
-  ``retriever:mode`` run;
+  ``retriever:mode`` run; a run ``retriever+room:mode`` trains on the claims with room to
+  improve only (:func:`train_queries`, a lever row beside the run on every claim);
 * :func:`read_logs`, :func:`training_curves`, :func:`gain_over_raw` and
   :func:`training_summary` read the per-step logs back;
 * :func:`evaluate_rewrites`, :func:`comparison_rows`, :func:`scatter_pairs` and
@@ -42,7 +43,8 @@ from qrlib.rl import rewards
 from qrlib.rl.env import RewardEnv
 from qrlib.rl.config import load_config
 
-__all__ = ["PROMPTS", "FMT", "PREFILL", "load_pair", "runs_for", "Retrievers", "make_env",
+__all__ = ["PROMPTS", "FMT", "PREFILL", "POOLS", "load_pair", "runs_for", "retriever_of",
+           "train_queries", "Retrievers", "make_env",
            "train_config", "read_logs", "training_curves", "curves_setting", "gain_over_raw",
            "gain_figure", "training_summary", "raw_rewrites", "row_scale", "evaluate_rewrites",
            "comparison_rows", "scatter_pairs", "example_rewrites", "save_for_evaluation",
@@ -66,6 +68,11 @@ PROMPTS: dict[str, dict[str, str]] = {
                  "bone density osteoporosis trial\"}}</answer>\nClaim: {query}"),
     },
 }
+#: The training pools a run's retriever may name after a ``+`` (``bm25+room``): ``room`` keeps
+#: the training claims whose raw claim ranks its first relevant abstract within the notebook's
+#: ``room_ranks`` (neither solved at rank 1, where copying the claim is optimal, nor out of
+#: reach, where every rewrite scores alike).
+POOLS = ("room",)
 #: The output format the reward and the test parse with (no ``<think>`` block).
 FMT = "deepretrieval-nothink"
 #: The start of the assistant turn when ``prefill`` is on: the format holds by construction.
@@ -87,14 +94,40 @@ def load_pair(name: str, *, data_dir: str | os.PathLike | None, n_train: int | N
 
 def runs_for(train_runs: Iterable[str], name: str) -> list[tuple[str, str]]:
     """The ``(retriever, mode)`` runs of dataset ``name``: every ``"retriever:mode"`` of
-    ``train_runs`` and the ``"name/retriever:mode"`` ones, in the order given."""
+    ``train_runs`` and the ``"name/retriever:mode"`` ones, in the order given; the retriever
+    may name a training pool of :data:`POOLS` (``"bm25+room:rewrite"``)."""
+    from qrlib.core.errors import QrlibError
+
     out = []
     for spec in train_runs:
         ds_, _, run = spec.rpartition("/")
         if ds_ in ("", name):
-            kind_, mode_ = run.split(":")
+            kind_, sep, mode_ = run.partition(":")
+            _, plus, pool = kind_.partition("+")
+            if not sep or mode_ not in PROMPTS or not kind_ or (plus and pool not in POOLS):
+                raise QrlibError(f"bad train_runs entry {spec!r}; accepted: [dataset/]retriever"
+                                 f"[+{'|'.join(POOLS)}]:mode with mode one of {sorted(PROMPTS)}")
             out.append((kind_, mode_))
     return out
+
+
+def retriever_of(kind: str) -> str:
+    """The retriever of a run's kind (``"bm25+room"`` -> ``"bm25"``)."""
+    return kind.partition("+")[0]
+
+
+def train_queries(pair: tuple[Any, Any, dict], retriever: Any, kind: str, *,
+                  room_ranks: Sequence[int] = (2, 50)) -> dict[str, str]:
+    """The training claims of a run of ``kind``: every train claim of ``pair``, or for pool
+    ``room`` those whose raw claim ``retriever`` ranks its first relevant abstract at
+    ``room_ranks`` (:func:`qrlib.rl.rows.room_qids`)."""
+    from qrlib.rl.rows import room_qids
+
+    tr = pair[0]
+    if kind.partition("+")[2] != "room":
+        return dict(tr.queries)
+    lo, hi = room_ranks
+    return {q: tr.queries[q] for q in room_qids(tr.queries, tr.qrels, retriever, lo=lo, hi=hi)}
 
 
 class Retrievers(retrieval.IndexCache):
@@ -107,7 +140,7 @@ class Retrievers(retrieval.IndexCache):
         self.data = data
 
     def __call__(self, name: str, kind: str) -> Any:
-        return self.get(name, kind, self.data[name][2])
+        return self.get(name, retriever_of(kind), self.data[name][2])
 
 
 def make_env(pair: tuple[Any, Any, dict], retriever: Any, *, mode: str, k: int, lenient: bool,
@@ -299,7 +332,7 @@ def evaluate_rewrites(rewrites: Mapping[tuple[str, str], Any], tests: Mapping[st
         for kind in kinds:
             retr = retrievers(name, kind)
             for method, df in [(m_, d_) for (n_, m_), d_ in rewrites.items() if n_ == name]:
-                if method.startswith("trained-") and not method.startswith(f"trained-{kind}-"):
+                if method.startswith("trained-") and retriever_of(method.split("-")[1]) != kind:
                     continue  # an adapter is evaluated with the retriever it was trained on
                 t0 = time.perf_counter()
                 res = retr.search(df.search_text.tolist(), k)

@@ -146,13 +146,9 @@ def room_subset(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int
     """The synthetic questions whose raw question ranks their source at ``lo``..``hi`` for
     ``searcher`` (:func:`qrlib.rl.rows.room_filter`): neither solved at rank 1 (copying is
     then optimal) nor out of reach (no reward spread)."""
-    from qrlib.rl.rows import room_filter
+    from qrlib.rl.rows import room_qids
 
-    qids = list(queries)
-    ranked = searcher.search([queries[q] for q in qids], hi)
-    first = {q: next((i for i, (doc, _) in enumerate(r, 1) if doc in qrels[q]), None)
-             for q, r in zip(qids, ranked)}
-    keep = room_filter(first, lo, hi)
+    keep = room_qids(queries, qrels, searcher, lo=lo, hi=hi)
     return {q: queries[q] for q in keep}, {q: dict(qrels[q]) for q in keep}
 
 
