@@ -159,6 +159,58 @@ def health_figure(frame: Any, *, window: int = 5) -> Any:
     return fig
 
 
+#: The four outcomes of a query under a 0/1 metric, method against baseline, and their colours.
+OUTCOMES = (("both", "#009E73"), ("method only", "#0072B2"), ("baseline only", "#D55E00"),
+            ("neither", "0.8"))
+
+
+def outcome_counts(base: Any, new: Any) -> dict[str, int]:
+    """For a 0/1 metric (a hit, an execution match): how many of the queries in both
+    mappings both rows solve, only the method, only the baseline, neither (the discordant
+    pairs are the wins and losses of a paired test)."""
+    qids = set(base) & set(new)
+    b = {q: float(base[q]) > 0 for q in qids}
+    n = {q: float(new[q]) > 0 for q in qids}
+    return {"both": sum(b[q] and n[q] for q in qids),
+            "method only": sum(n[q] and not b[q] for q in qids),
+            "baseline only": sum(b[q] and not n[q] for q in qids),
+            "neither": sum(not (b[q] or n[q]) for q in qids)}
+
+
+def per_query_outcomes(pairs: dict[str, tuple[Any, Any]], *, metric: str,
+                       baseline: str = "raw query", intervals: dict[str, str] | None = None) -> Any:
+    """The per-query view of a 0/1 metric, where a scatter would pile every query on four
+    corners: one stacked bar per row (``pairs``: label -> (baseline, method) mappings query
+    id -> 0/1) with the shares of queries both solve, only the method (wins), only the
+    baseline (losses), neither (:func:`outcome_counts`); counts on the segments, and n with
+    the paired difference from ``intervals`` in the row's label."""
+    import matplotlib.pyplot as plt
+
+    labels = list(pairs)
+    fig, ax = plt.subplots(figsize=(8.5, 0.7 * len(labels) + 1.6))
+    ticks = []
+    for i, label in enumerate(labels):
+        counts = outcome_counts(*pairs[label])
+        n = sum(counts.values())
+        left = 0.0
+        for name, colour in OUTCOMES:
+            w = counts[name] / n if n else 0.0
+            ax.barh(i, w, left=left, color=colour, label=name if i == 0 else None)
+            if w >= 0.06:
+                ax.text(left + w / 2, i, str(counts[name]), ha="center", va="center", fontsize=8)
+            left += w
+        tick = f"{label} (n={n})"
+        if intervals and label in intervals:
+            tick += f"\nΔ {intervals[label]}"
+        ticks.append(tick)
+    ax.set_yticks(range(len(labels)), ticks, fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlim=(0, 1), xlabel=f"share of test queries ({metric}: method vs {baseline})")
+    legend_outside(ax, title="solved by")
+    fig.tight_layout()
+    return fig
+
+
 def per_query_scatter(pairs: dict[str, tuple[Any, Any]], *, metric: str,
                       baseline: str = "raw query", intervals: dict[str, str] | None = None,
                       ncols: int = 3) -> Any:

@@ -251,6 +251,11 @@ def test_stage2_tables_by_question_subset_and_count(per_q):
     by = st2.by_n_sub(per_q)
     assert set(by.model) == {st2.RULE, ACQO}
     assert by[(by.model == ACQO)].set_index("sub-queries")["nDCG@10"].to_dict() == {1: 1.0, 2: 0.5}
+    assert ((by.lo <= by["nDCG@10"]) & (by["nDCG@10"] <= by.hi)).all()
+    fig = st2.by_n_sub_figure(by, sorted(set(by.dataset)), "bm25")
+    assert any(t.get_text().startswith("n=") for t in fig.axes[0].texts)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
 
 
 def test_kept_table_tau_rule_and_stage2_rows():

@@ -76,6 +76,12 @@ def test_evidence_tables_rows_comparisons_and_records():
         ["trained think: rewrite", "trained", "H@5", 0.0]]
     trained = cmp[cmp.kind == "trained"]
     assert (trained["RL steps"] == 2).all() and (cmp[cmp.kind == "untrained"]["RL steps"] == 0).all()
+    pairs, intervals = R.outcome_pairs(results, raw, cmp, "H@1")
+    assert list(pairs) == ["toy: untrained nothink: rewrite", "toy: trained nothink: rewrite",
+                           "toy: untrained think: rewrite", "toy: trained think: rewrite"]
+    raw_h, new_h = pairs["toy: trained nothink: rewrite"]
+    assert raw_h == {"q1": 0, "q2": 1} and new_h == {"q1": 1, "q2": 0}
+    assert intervals["toy: trained nothink: rewrite"].startswith("+0.000")
     rec = R.result_records(results, raw, ["toy"], HN)
     assert rec == {"toy.untrained nothink.injection_rate": 0.0, "toy.untrained nothink.H@5": 0.5,
                    "toy.trained nothink.injection_rate": 0.5, "toy.trained nothink.H@5": 1.0,
@@ -91,13 +97,17 @@ def test_injection_examples_and_extra_sentences():
         == [["trained nothink", "who paris", "paris", "who", 1.0],
             ["trained think", "who paris", "paris", "who", 1.0]]
     reasoning_rows = pd.DataFrame({"rewriter": ["trained think", "trained nothink"],
-                                   "dataset": ["toy", "toy"], "test echo share": [0.25, 0.0]})
+                                   "dataset": ["toy", "toy"], "test echo share": [0.25, 0.0],
+                                   "test reasoning words": [12.25, 0.0]})
     assert R.extra_sentences(reasoning_rows, results) == [
-        "With reasoning, trained think on toy copies the prompt's example chain in 25% of test "
-        "rewrites.",
+        "With reasoning, trained think on toy reasons in 12.2 words on average and copies the "
+        "prompt's example chain in 25% of test rewrites.",
         "Trained rewrites put an answer string into the query for 50.0%-50.0% of the questions "
         "(string match)."]
     assert R.extra_sentences(reasoning_rows.iloc[1:], {}) == []
+    no_example = reasoning_rows.assign(**{"test echo share": [float("nan"), float("nan")]})
+    assert R.extra_sentences(no_example.iloc[:1], {}) == [  # no example chain shown: no NaN %
+        "With reasoning, trained think on toy reasons in 12.2 words on average."]
 
 
 def test_reasoning_table_reads_test_lengths_and_training_quarters():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from qrlib import plots
+
 from qrlib.eval.compare import comparison_table
 from qrlib.methods.deepretrieval import sql_report as Q
 
@@ -78,6 +80,10 @@ def test_table3_comparisons_records_examples_and_best_sentence():
     cmp = comparison_table(Q.comparison_rows(scores, scale, resamples=200, seed=0))
     assert cmp[["method", "kind", "diff"]].values.tolist() == [[Q.SFT_ROW, "warm start", 0.5],
                                                               ["RL after SFT", "trained", 1.0]]
+    pairs, intervals = Q.outcome_pairs(scores, cmp)
+    assert list(pairs) == [Q.SFT_ROW, "RL after SFT"] and intervals["RL after SFT"].startswith("+1.000")
+    assert plots.outcome_counts(*pairs[Q.SFT_ROW]) == {"both": 0, "method only": 1,
+                                                       "baseline only": 0, "neither": 1}
     rec = Q.result_records(t, cmp)
     assert list(rec) == [f"sql.{Q.BASE}.exec_acc", f"sql.{Q.SFT_ROW}.exec_acc",
                          "sql.RL after SFT.exec_acc", f"sql.{Q.SFT_ROW} minus {Q.BASE}",

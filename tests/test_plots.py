@@ -67,3 +67,18 @@ def test_per_query_scatter_counts_wins_losses_and_ties():
     assert "n=4, wins 0 / losses 0 / ties 4" in titles[1]
     assert len(fig.axes[0].collections[0].get_offsets()) == 4
     plt.close(fig)
+
+
+def test_per_query_outcomes_stacks_both_wins_losses_neither():
+    base = {"q1": 1, "q2": 0, "q3": 1, "q4": 0, "q5": 0}
+    new = {"q1": 1, "q2": 1, "q3": 0, "q4": 0, "q5": 1, "q9": 1}  # q9 has no baseline
+    assert plots.outcome_counts(base, new) == {"both": 1, "method only": 2, "baseline only": 1,
+                                               "neither": 1}
+    fig = plots.per_query_outcomes({"trained": (base, new), "copy": (base, base)},
+                                   metric="H@20", intervals={"trained": "+0.20 [-0.4, +0.8]"})
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks[0] == "trained (n=5)\nΔ +0.20 [-0.4, +0.8]" and ticks[1] == "copy (n=5)"
+    widths = [round(p.get_width(), 3) for p in ax.patches]
+    assert widths[:4] == [0.2, 0.4, 0.2, 0.2] and widths[4:] == [0.4, 0.0, 0.0, 0.6]
+    plt.close(fig)

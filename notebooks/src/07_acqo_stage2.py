@@ -343,15 +343,19 @@ EASY_HARD.round(3)
 # %% [markdown]
 # ## 7. Quality against the number of sub-queries (ACQO Fig. 1-2)
 #
-# Mean nDCG@10 of the test questions grouped by how many sub-queries the model wrote.
+# Mean nDCG@10 of the test questions grouped by how many sub-queries the model wrote, with
+# the 95 % bootstrap interval of each group's mean and its number of questions: a group of a
+# handful of questions says little, whatever its mean.
 
 # %%
 BY_NSUB = st2.by_n_sub(PER_Q)
 save_table(BY_NSUB.round(4), "07_by_n_subqueries", tables_dir,
-           caption="nDCG@10 by number of sub-queries written (test questions)")
+           caption="nDCG@10 by number of sub-queries written (test questions), with the 95 % "
+                   "bootstrap interval of each group's mean (lo, hi)")
 _ = plots.save_figure(st2.by_n_sub_figure(BY_NSUB, test_datasets, eval_retrievers[0]),
                       "07_ndcg_by_n_subqueries", figures_dir,
-                      caption="Test nDCG@10 against the number of sub-queries (ACQO Fig. 1-2)",
+                      caption="Test nDCG@10 against the number of sub-queries (ACQO Fig. 1-2); "
+                              "bars: 95 % bootstrap interval of the group mean; n: questions",
                       profile=profile,
                       setting=f"{model}, {n_test_queries or 'all'} test questions per dataset")
 

@@ -264,6 +264,24 @@ for key, value in Q.result_records(TABLE3, COMPARISONS).items():
 TABLE3.round(3)
 
 # %% [markdown]
+# ### Question by question
+#
+# Per question each row either matches the gold result or not, as does the zero-shot
+# model: the bars count the questions both solve, only the row (wins), only the zero-shot
+# model (losses) and neither; the difference above is (wins − losses) / n.
+
+# %%
+pairs, intervals = Q.outcome_pairs(SCORES, COMPARISONS)
+if pairs:
+    fig = plots.per_query_outcomes(pairs, metric="execution match",
+                                   baseline=Q.BASE, intervals=intervals)
+    _ = plots.save_figure(fig, "13_per_query", figures_dir, profile=profile, setting=setting_13,
+                          caption="Per test question, execution match of each row against the "
+                                  "zero-shot model without reasoning: solved by both, only the "
+                                  "row, only the zero-shot model, neither; with n and the paired "
+                                  "difference")
+
+# %% [markdown]
 # The paper's Table 3 (execution accuracy in %, Spider dev and BIRD dev, 3B-7B policies;
 # from `qrlib/methods/deepretrieval/published.yaml`):
 

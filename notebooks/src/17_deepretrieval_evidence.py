@@ -235,6 +235,25 @@ save_table(CMP.round(4), "17_comparisons", tables_dir,
 EVIDENCE.round(3)
 
 # %% [markdown]
+# ### Question by question
+#
+# A hit is 0 or 1, so per question there are four outcomes: both the rewrite and the raw
+# question find an answer-bearing passage in the top N, only the rewrite (a win), only the
+# raw question (a loss), or neither. The paired difference above is (wins − losses) / n;
+# the bars show whether it comes from a few questions or many.
+
+# %%
+pairs, intervals = R.outcome_pairs(RESULTS, RAW, CMP, HN[-1])
+if pairs:
+    fig = plots.per_query_outcomes(pairs, metric=HN[-1], baseline="raw question",
+                                   intervals=intervals)
+    _ = plots.save_figure(fig, "17_per_query", figures_dir, profile=profile,
+                          setting=f"{model}; from the logs: " + curves.scale_setting(CURVES),
+                          caption=f"Per test question, {HN[-1]} of each rewrite against the raw "
+                                  "question: solved by both, only the rewrite, only the raw "
+                                  "question, neither; with n and the paired difference")
+
+# %% [markdown]
 # The paper's Table 1 (NQ, TriviaQA, SQuAD over 21M passages; DeepRetrieval-3B with and
 # without reasoning), for the direction of the effects only:
 

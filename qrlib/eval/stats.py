@@ -55,6 +55,15 @@ def paired_bootstrap(a: Sequence[float] | Mapping[str, float],
             "losses": int((d < 0).sum()), "ties": int((d == 0).sum()), "n_queries": len(d)}
 
 
+def mean_interval(values: Sequence[float], *, n: int = 10_000, level: float = 0.95,
+                  seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap ``level`` interval of the mean of ``values`` (the one-sample
+    case of :func:`paired_bootstrap`, against zeros)."""
+    x = np.asarray(values, dtype=float)
+    r = paired_bootstrap(x, np.zeros_like(x), n=n, level=level, seed=seed)
+    return r["lo"], r["hi"]
+
+
 def fmt_interval(r: Mapping[str, float], digits: int = 3) -> str:
     """``+0.012 [+0.003, +0.021]`` from a :func:`paired_bootstrap` result."""
     f = f"{{:+.{digits}f}}"

@@ -325,19 +325,24 @@ def easy_hard(per_q: Mapping[Key, pd.DataFrame]) -> pd.DataFrame:
 
 
 def by_n_sub(per_q: Mapping[Key, pd.DataFrame]) -> pd.DataFrame:
-    """Mean nDCG@10 of the test questions grouped by how many sub-queries a row wrote."""
+    """Mean nDCG@10 of the test questions grouped by how many sub-queries a row wrote, with
+    the 95 % bootstrap interval of each group's mean (``lo``, ``hi``; :func:`~qrlib.eval.stats.mean_interval`)."""
+    from qrlib.eval.stats import mean_interval
+
     rows = []
     for (name, kind, label), pq in per_q.items():
         if "n_sub" not in pq or label == RAW:
             continue
         for n_sub, g in pq.groupby("n_sub"):
+            lo, hi = mean_interval(g["nDCG@10"].to_numpy(), n=2000)
             rows.append({"dataset": name, "retriever": kind, "model": label, "sub-queries": n_sub,
-                         "questions": len(g), "nDCG@10": g["nDCG@10"].mean()})
+                         "questions": len(g), "nDCG@10": g["nDCG@10"].mean(), "lo": lo, "hi": hi})
     return pd.DataFrame(rows)
 
 
 def by_n_sub_figure(table: pd.DataFrame, datasets: Sequence[str], retriever: str) -> Any:
-    """nDCG@10 against sub-queries written, one panel per dataset (ACQO Fig. 1-2)."""
+    """nDCG@10 against sub-queries written, one panel per dataset (ACQO Fig. 1-2), with each
+    group's 95 % bootstrap interval as error bars and its number of questions beside it."""
     import matplotlib.pyplot as plt
 
     from qrlib import plots
@@ -346,7 +351,12 @@ def by_n_sub_figure(table: pd.DataFrame, datasets: Sequence[str], retriever: str
     for ax, name in zip(axes[0], datasets):
         sub = table[(table.dataset == name) & (table.retriever == retriever)]
         for j, (label, g) in enumerate(sub.groupby("model")):
-            ax.plot(g["sub-queries"], g["nDCG@10"], marker="o", color=f"C{j}", label=label)
+            x = g["sub-queries"] + 0.06 * (j - 1)  # side by side where rows share an n
+            ax.errorbar(x, g["nDCG@10"], yerr=[g["nDCG@10"] - g["lo"], g["hi"] - g["nDCG@10"]],
+                        marker="o", capsize=3, color=f"C{j}", label=label)
+            for xi, yi, n in zip(x, g["nDCG@10"], g["questions"]):
+                ax.annotate(f"n={n}", (xi, yi), textcoords="offset points", xytext=(4, 4),
+                            fontsize=7, color=f"C{j}")
         ax.set(title=name, xlabel="sub-queries written", ylabel=f"nDCG@10 ({retriever})")
         ax.set_xticks([1, 2, 3])
     plots.legend_outside(axes[0][-1])

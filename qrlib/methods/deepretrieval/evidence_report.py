@@ -35,7 +35,8 @@ from qrlib.rl.rows import room_filter
 
 __all__ = ["PROMPTS", "run_datasets", "load_sets", "sets_table", "shared_untrained",
            "both_runs", "evidence_tables", "result_records", "injection_examples",
-           "reasoning_table", "extra_sentences", "rollout_lengths", "lengths_figure"]
+           "reasoning_table", "extra_sentences", "rollout_lengths", "lengths_figure",
+           "outcome_pairs"]
 
 #: The prompt of each run: ``room`` is the no-reasoning run on questions with room to improve.
 PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/evidence-think",
@@ -166,6 +167,24 @@ def evidence_tables(results: Mapping[tuple[str, str], Mapping], raw: Mapping[str
     return rows, cmp_rows
 
 
+def outcome_pairs(results: Mapping[tuple[str, str], Mapping], raw: Mapping[str, Any], cmp: Any,
+                  metric: str) -> tuple[dict[str, tuple[dict, dict]], dict[str, str]]:
+    """For :func:`qrlib.plots.per_query_outcomes`: every "rewrite vs raw question" row of
+    ``cmp`` at ``metric`` (H@N, 0/1 per question) as ``"dataset: rewriter" -> (raw hits,
+    rewrite hits)`` by question id, and the row's interval."""
+    from qrlib.eval.stats import fmt_interval
+
+    rows = cmp[(cmp.metric == metric) & (cmp.baseline == "raw question")
+               & cmp.method.str.endswith(": rewrite")]
+    pairs, intervals = {}, {}
+    for _, r in rows.iterrows():
+        rewriter, label = r["method"][:-len(": rewrite")], f"{r['dataset']}: {r['method']}"
+        pairs[label] = (raw[r["dataset"]][metric].to_dict(),
+                        results[rewriter, r["dataset"]]["rewrite"][metric].to_dict())
+        intervals[label] = fmt_interval(r)
+    return pairs, intervals
+
+
 def result_records(results: Mapping[tuple[str, str], Mapping], raw: Mapping[str, Any],
                    datasets: Sequence[str], hn: Sequence[str]) -> dict[str, float]:
     """The recorded numbers: per rewriter and dataset its injection rate and H@N at the
@@ -223,14 +242,23 @@ def reasoning_table(results: Mapping[tuple[str, str], Mapping], test: Mapping[st
 
 
 def extra_sentences(reasoning_rows: Any, results: Mapping[tuple[str, str], Mapping]) -> list[str]:
-    """The notebook's own sentences for "What we found": how often the think rewriters copy
-    the prompt's example chain, and the range of the trained rewriters' injection rates."""
+    """The notebook's own sentences for "What we found": how long the think rewriters' test
+    chains are (and, where the prompt shows an example chain, how often they copy it), and
+    the range of the trained rewriters' injection rates."""
+    import math
+
+    def chain(r: Mapping[str, Any]) -> str:
+        echo = r["test echo share"]
+        return (f"{r['rewriter']} on {r['dataset']} reasons in {r['test reasoning words']:.1f} "
+                f"words on average" + ("" if echo is None or math.isnan(echo) else
+                                       f" and copies the prompt's example chain in {echo:.0%}"
+                                       " of test rewrites"))
+
     extra = []
     think = reasoning_rows[reasoning_rows.rewriter.str.endswith(" think")]
     if len(think):
-        extra.append("With reasoning, " + "; ".join(
-            f"{r['rewriter']} on {r['dataset']} copies the prompt's example chain in "
-            f"{r['test echo share']:.0%} of test rewrites" for r in think.to_dict("records")) + ".")
+        extra.append("With reasoning, " + "; ".join(chain(r) for r in think.to_dict("records"))
+                     + ".")
     inj = [res["injection"]["has_injection"].mean() for (label, _), res in results.items()
            if label.startswith("trained")]
     if inj:

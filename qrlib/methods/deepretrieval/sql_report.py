@@ -26,7 +26,7 @@ from qrlib.rl.env import RewardEnv
 
 __all__ = ["split_table", "run_specs", "run_contract", "sql_env", "sql_config", "sql_curves",
            "eval_models", "row_scales", "table3", "comparison_rows", "result_records",
-           "examples", "best_sentence", "BASE", "SFT_ROW"]
+           "examples", "best_sentence", "outcome_pairs", "BASE", "SFT_ROW"]
 
 #: The row every other row is compared with: the zero-shot model without reasoning.
 BASE = "zero-shot (nothink)"
@@ -196,6 +196,20 @@ def comparison_rows(scores: Mapping[str, Any], scale: Mapping[str, Mapping[str, 
             baseline=base, baseline_kind="untrained", scale=scale[label],
             resamples=resamples, seed=seed))
     return out
+
+
+def outcome_pairs(scores: Mapping[str, Any], comparisons: Any
+                  ) -> tuple[dict[str, tuple[dict, dict]], dict[str, str]]:
+    """For :func:`qrlib.plots.per_query_outcomes`: per comparison row, ``method ->
+    (baseline's execution matches, the row's)`` by question id, and the row's interval."""
+    from qrlib.eval.stats import fmt_interval
+
+    def match(label: str) -> dict:
+        return dict(zip(scores[label].qid, scores[label].exec_match.astype(float)))
+
+    pairs = {r["method"]: (match(r["baseline"]), match(r["method"]))
+             for _, r in comparisons.iterrows()}
+    return pairs, {r["method"]: fmt_interval(r) for _, r in comparisons.iterrows()}
 
 
 def result_records(table: Any, comparisons: Any) -> dict[str, Any]:
