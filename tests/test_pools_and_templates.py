@@ -54,7 +54,10 @@ def test_rlqr_room_subset_uses_the_source_documents_rank():
 def test_deepretrieval_think_prompt_prefills_app_h_and_shows_no_chain():
     t = get("deepretrieval/evidence-think")
     assert t.meta["prefill"] == "Let me rewrite the query with reasoning. <think>"
-    assert "<think> your reasoning" not in t.user and template_examples(t) == frozenset()
+    assert "<think> your reasoning" not in t.user and "step by step" not in t.user
+    # no chain to copy: the only placeholder is the answer layout's, as in the nothink prompt
+    assert template_examples(t) == template_examples(get("deepretrieval/evidence-nothink")) \
+        == frozenset({"..."})
     done = t.meta["prefill"] + " who wrote it </think> <answer>{\"query\": \"a b\"}</answer>"
     p = parse_completion(done, "deepretrieval")
     assert p.ok and p.queries == ["a b"] and p.n_outside == 0

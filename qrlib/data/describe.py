@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qrlib.eval.findings import paragraph, spread
+
 Loaded = Mapping[tuple[str, str], Any]   # (dataset, split) -> Dataset
 
 
@@ -254,24 +256,39 @@ def key_numbers(stats: pd.DataFrame, per_db: pd.DataFrame | None = None,
     return out
 
 
+def _collections_sentences(test: pd.DataFrame) -> list[str]:
+    """One sentence for a single test collection; two (sizes, then judgments and lengths)
+    giving each column's range and the collections at its ends for several."""
+    if len(test) == 1:
+        name, r = next(test.iterrows())
+        return [f"The test collection {name} has {r['docs']:,} documents and {r['queries']:,} "
+                f"test queries with {r['relevant/query']:.2f} relevant documents per query (up "
+                f"to {r['max judged']} judged for one query); queries average "
+                f"{r['query words (mean)']:.1f} words and the median document has "
+                f"{r['doc words (median)']:.0f} words."]
+    most = test["max judged"].idxmax()
+    return [f"The {len(test)} test collections hold {spread(test['docs'], ',')} documents and "
+            f"{spread(test['queries'], ',')} test queries.",
+            f"Relevant documents per query run {spread(test['relevant/query'], '.2f')} (up to "
+            f"{test.loc[most, 'max judged']} judged for one {most} query), queries average "
+            f"{spread(test['query words (mean)'], '.1f')} words and the median document has "
+            f"{spread(test['doc words (median)'], '.0f')} words."]
+
+
 def findings(stats: pd.DataFrame, pool_rows: Sequence[Mapping[str, Any]], pooled_base: str,
              per_db: pd.DataFrame | None = None, sp: Any = None) -> str:
-    """Markdown for "What we found": one line per test collection (size, relevant
-    documents per query, lengths), the pooled corpus's growth and Spider's usable share."""
+    """The "What we found" paragraph: the test collections' sizes, judgments and lengths
+    (ranges, with the collection at each end), the pooled corpus's growth and Spider's
+    usable share (where ``per_db`` and ``sp`` are given)."""
     test = stats[stats.split == "test"].set_index("dataset")
-    lines = []
-    for name, r in test.iterrows():
-        lines.append(f"- **{name}**: {r['docs']:,} documents, {r['queries']:,} test queries, "
-                     f"{r['relevant/query']:.2f} relevant documents per query "
-                     f"(up to {r['max judged']}), queries of {r['query words (mean)']:.1f} words on "
-                     f"average, documents of {r['doc words (median)']:.0f} words (median).")
+    out = _collections_sentences(test) if len(test) else []
     if pool_rows:
         own, big = pool_rows[0], pool_rows[-1]
-        lines.append(f"- Pooling the other Wikipedia sets into {pooled_base} grows its corpus from "
-                     f"{own['docs']:,} to {big['docs']:,} documents; judged documents then make up "
-                     f"{big['judged fraction']:.1%} of it instead of {own['judged fraction']:.1%}.")
+        out.append(f"Pooling the other Wikipedia sets into {pooled_base} grows its corpus from "
+                   f"{own['docs']:,} to {big['docs']:,} documents, so judged documents make up "
+                   f"{big['judged fraction']:.1%} of it instead of {own['judged fraction']:.1%}.")
     if per_db is not None:
-        lines.append(f"- Spider dev: {int(per_db.loc[per_db['sqlite present'], 'questions'].sum()):,} "
-                     f"questions can be executed; {sum(sp.skipped.values())} are on the missing "
-                     f"database(s) {', '.join(sp.meta['missing_databases'])}.")
-    return "\n".join(lines)
+        out.append(f"On Spider dev {int(per_db.loc[per_db['sqlite present'], 'questions'].sum()):,} "
+                   f"questions can be executed and {sum(sp.skipped.values())} are on the missing "
+                   f"database(s) {', '.join(sp.meta['missing_databases'])}.")
+    return paragraph(out)

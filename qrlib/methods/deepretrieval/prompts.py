@@ -10,17 +10,19 @@ turn with a lead-in sentence and an opened ``<think>`` ("Let me rewrite the quer
 reasoning. <think>", App. H); ``meta["prefill"]`` holds that text for callers that prefill
 it. The think layout is described in words, with no placeholder the model could copy into
 its reasoning (an earlier ``<think> your reasoning </think>`` was copied verbatim by a
-trained rewriter).
+trained rewriter); only the answer's layout is shown. The reasoning is asked to be brief
+(the paper's prompt asks for none in particular; an earlier "step by step" drove half of
+Qwen2.5-Coder-0.5B's rollouts past a 128-token budget before they reached ``<answer>``).
 """
 from __future__ import annotations
 
 from qrlib.generation.prompts import PromptTemplate, register
 from qrlib.methods.deepretrieval.formats import LEAD_INS
 
-_THINK = ("Reason about the request step by step first, and end your reasoning with </think> "
-          "(the <think> that opens it is already written). Then give the final result once, "
-          "between the tags <answer> and </answer>, as a JSON object whose only key is "
-          "\"query\", and write nothing after </answer>.")
+_THINK = ("First reason briefly about what to search for (two or three sentences) and close "
+          "the reasoning with </think> (the <think> that opens it is already written). Then "
+          "give the final result once, in the layout <answer> {{\"query\": \"...\"}} </answer>, "
+          "and write nothing after </answer>.")
 _NOTHINK = ("Do not explain. Give the final result as JSON inside <answer> </answer> tags "
             "and nothing else. Layout: <answer> {{\"query\": \"...\"}} </answer>")
 
