@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qrlib.eval.findings import paragraph, spread
 from qrlib.rl import rewards as R
 
 
@@ -396,18 +397,32 @@ def key_numbers(t_stats: pd.DataFrame, t_copy: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def _spread_sentences(z: pd.Series, group_size: int) -> list[str]:
+    """The share of groups without reward spread: its range over the rewards (the reward
+    at each end named) and median, and which rewards give every group spread."""
+    head = (f"Over the {len(z)} rewards, the share of {group_size}-rollout groups with no reward "
+            f"spread (no GRPO signal) runs {spread(z, '.2f')}, median {z.median():.2f}."
+            if len(z) > 1 else
+            f"The share of {group_size}-rollout groups with no reward spread (no GRPO signal) is "
+            f"{spread(z, '.2f')}.")
+    full = list(z.index[z == 0])
+    if len(z) == 1:
+        return [head]
+    return [head, f"{len(full)} of them give every group some spread ({', '.join(full)})."
+            if full else "No reward gives every group some spread."]
+
+
 def findings(t_stats: pd.DataFrame, t_copy: pd.DataFrame, group_size: int) -> str:
-    """Markdown for "What we found": which rewards leave most groups without spread, and
+    """The "What we found" paragraph: which rewards leave most groups without spread, and
     what SAGE's copy penalty does to copies."""
     z = t_stats.set_index("reward")["frac_reward_zero_std"].sort_values()
-    lines = [f"- Share of {group_size}-rollout groups with no reward spread (no GRPO signal): "
-             f"lowest for {z.index[0]} ({z.iloc[0]:.2f}), highest for {z.index[-1]} "
-             f"({z.iloc[-1]:.2f}); all rewards: " + ", ".join(f"{n} {v:.2f}" for n, v in z.items()) + "."]
+    out = _spread_sentences(z, group_size) if len(z) else []
     c = t_copy.sort_values("p")
     if len(c) > 1:
-        lines.append(f"- SAGE's copy penalty: without it (p = {c.p.iloc[0]:g}) a verbatim copy is a "
-                     f"top rollout in {c[SHARE_COL].iloc[0]:.0%} of groups; with p = {c.p.iloc[1]:g} "
-                     f"in {c[SHARE_COL].iloc[1]:.0%}, and the mean GRPO advantage of copies goes from "
-                     f"{c['mean GRPO advantage of copies'].iloc[0]:+.3f} to "
-                     f"{c['mean GRPO advantage of copies'].iloc[-1]:+.3f} at p = {c.p.iloc[-1]:g}.")
-    return "\n".join(lines)
+        adv = c["mean GRPO advantage of copies"]
+        out.append(f"Without SAGE's copy penalty (p = {c.p.iloc[0]:g}) a verbatim copy is a top "
+                   f"rollout in {c[SHARE_COL].iloc[0]:.0%} of groups and with p = "
+                   f"{c.p.iloc[1]:g} in {c[SHARE_COL].iloc[1]:.0%}, while the mean GRPO advantage "
+                   f"of copies goes from {adv.iloc[0]:+.3f} to {adv.iloc[-1]:+.3f} at p = "
+                   f"{c.p.iloc[-1]:g}.")
+    return paragraph(out)

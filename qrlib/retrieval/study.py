@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qrlib.eval.findings import paragraph, spread
 from qrlib.eval.metrics import label
 
 Results = Mapping[tuple[str, str], Any]   # (collection, retriever) -> BaselineResult
@@ -271,34 +272,44 @@ def key_numbers(baseline: pd.DataFrame, agreement: pd.DataFrame, speed: pd.DataF
     return out
 
 
+def _baseline_sentences(order: Sequence[str], baseline: pd.DataFrame,
+                        retrievers: Sequence[str]) -> list[str]:
+    """Raw-query nDCG@10 per retriever over the collections (range and the collection at
+    each end), and our difference to the published values where there are any."""
+    rows = baseline[baseline.dataset.isin(list(order))].set_index(["dataset", "retriever"])
+    parts = [f"{kind} {spread(rows.xs(kind, level='retriever')['nDCG@10'])}"
+             for kind in retrievers if kind in rows.index.get_level_values("retriever")]
+    out = ["Raw-query nDCG@10 runs " + "; ".join(parts) + "."] if parts else []
+    diff = rows["diff"].dropna() if "diff" in rows else pd.Series(dtype=float)
+    if len(diff):
+        out.append(f"Beside the {len(diff)} published value{'s' if len(diff) != 1 else ''} "
+                   f"ours differ by {spread(diff, '+.3f')} nDCG@10.")
+    return out
+
+
 def findings(order: Sequence[str], baseline: pd.DataFrame, retrievers: Sequence[str],
              agreement: pd.DataFrame, speed: pd.DataFrame,
              hnsw_rows: Sequence[Mapping[str, Any]], full: bool) -> str:
-    """Markdown for "What we found": raw-query nDCG@10 per collection (with the published
-    values), the bm25 engines' agreement and speed ratio, HNSW's recall, and a caveat on
-    subsets."""
-    lines = []
-    for name in order:
-        sub = baseline[baseline.dataset == name].set_index("retriever")
-        parts = [f"{kind} {sub.loc[kind, 'nDCG@10']:.3f}" for kind in retrievers if kind in sub.index]
-        ref = [f"{kind} {sub.loc[kind, 'reference nDCG@10']:.3f}" for kind in retrievers
-               if kind in sub.index and pd.notna(sub.loc[kind, "reference nDCG@10"])]
-        lines.append(f"- **{name}**: raw-query nDCG@10 " + ", ".join(parts)
-                     + (f" (published: {', '.join(ref)})" if ref else ""))
+    """The "What we found" paragraph: raw-query nDCG@10 per retriever over the collections
+    (beside the published values where comparable), the bm25 engines' agreement and speed
+    ratio, HNSW's recall, and a caveat on subsets."""
+    out = _baseline_sentences(order, baseline, retrievers)
     if len(agreement):
-        lines.append(f"- bm25s and rank_bm25 on identical tokens differ by at most "
-                     f"{agreement['nDCG@10 diff'].abs().max():.4f} nDCG@10; their top-10 lists "
-                     f"overlap {agreement['mean top-10 overlap'].min():.2f}-"
-                     f"{agreement['mean top-10 overlap'].max():.2f} on average.")
+        out.append(f"bm25s and rank_bm25 on identical tokens differ by at most "
+                   f"{agreement['nDCG@10 diff'].abs().max():.4f} nDCG@10 and their top-10 lists "
+                   f"overlap {agreement['mean top-10 overlap'].min():.2f}-"
+                   f"{agreement['mean top-10 overlap'].max():.2f} on average.")
     fast = speed[speed.retriever == "bm25"].dropna(subset=["speed-up vs rank_bm25"])
     if len(fast):
-        lines.append(f"- bm25s answers {fast['speed-up vs rank_bm25'].min():.1f}-"
-                     f"{fast['speed-up vs rank_bm25'].max():.1f}x more queries per second than "
-                     f"rank_bm25 in this run (the ratio depends on query length and machine load).")
-    for r in hnsw_rows:
-        lines.append(f"- HNSW on {r['dataset']} recovers {r['top-10 recall vs flat']:.4f} of the exact "
-                     f"top-10 (nDCG@10 {r['nDCG@10 HNSW']:.4f} vs {r['nDCG@10 flat']:.4f} flat).")
+        out.append(f"bm25s answers {fast['speed-up vs rank_bm25'].min():.1f}-"
+                   f"{fast['speed-up vs rank_bm25'].max():.1f}x more queries per second than "
+                   f"rank_bm25 in this run (the ratio depends on query length and machine load).")
+    if hnsw_rows:
+        h = pd.DataFrame(list(hnsw_rows)).set_index("dataset")
+        out.append(f"HNSW recovers {spread(h['top-10 recall vs flat'], '.4f')} of the exact "
+                   f"top-10, its nDCG@10 differing from the flat index's by "
+                   f"{spread(h['nDCG@10 HNSW'] - h['nDCG@10 flat'], '+.4f')}.")
     if not full:
-        lines.append("- These are subsets (see the profile): easier than the full collections and "
-                     "not comparable with published numbers.")
-    return "\n".join(lines)
+        out.append("These are subsets (see the profile): easier than the full collections and "
+                   "not comparable with published numbers.")
+    return paragraph(out)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from qrlib.data.datasets import load_dataset, subset
+from qrlib.eval.findings import paragraph, spread
 from qrlib.eval.metrics import evaluate
 from qrlib.methods.bandits.decompose import heuristic_split, oracle_split
 from qrlib.retrieval import fusion
@@ -329,24 +330,41 @@ def run_summary(*, profile: str, datasets: Sequence[str], retrievers: Sequence[s
     }
 
 
+def _split_clause(nd: pd.DataFrame, raw_q: pd.Series, split: str, unit: str = "") -> str:
+    """``"on the oracle split RSF reaches 0.964-1.000 against 0.802-1.000 for the raw
+    question (above it in 4 of 4 blocks) and 0.918-0.996 for CombSUM"`` (``unit`` after
+    RSF's range)."""
+    blk = nd.xs(split, level="split")
+    raw = raw_q.reindex(blk.index)
+    return (f"on the {split} split RSF reaches {span(blk['RSF'], '.3f')}{unit} against "
+            f"{span(raw, '.3f')} for the raw question (above it in "
+            f"{int((blk['RSF'] > raw).sum())} of {len(blk)} blocks) and "
+            f"{span(blk['CombSUM'], '.3f')} for CombSUM")
+
+
 def findings(results: pd.DataFrame, ties: pd.DataFrame, timing: pd.DataFrame, *, measure: str,
              k: int, rrf_k: float) -> str:
-    """The closing bullet list, read from the three tables."""
-    nd = pivot(results, measure)
+    """The "What we found" paragraph, read from the three tables: RSF against RRF over
+    the blocks (the extreme blocks named), RSF, the raw question and CombSUM per split,
+    the share of rank-consensus ties and the fusion time."""
+    nd = pivot(results, measure).dropna(subset=["RSF"])
+    if nd.empty:
+        return "No block of this run has a fused list to compare."
     raw_q = results[results.method == "raw question"].set_index(["dataset", "retriever"])[measure]
-    lines = [f"- **{name} · {kind} · {sk} split**: RSF {r['RSF']:.3f}, RRF {r['RRF']:.3f}, "
-             f"CombSUM {r['CombSUM']:.3f}; raw question {raw_q.loc[(name, kind)]:.3f}."
-             for (name, kind, sk), r in nd.dropna(subset=["RSF"]).iterrows()]
     diff = nd["RSF"] - nd["RRF"]
+    splits = list(dict.fromkeys(nd.index.get_level_values("split")))
     share = ties[f"share with a P-tie in top-{k}"]
-    lines.append(f"- RSF beats RRF (k={rrf_k}) in {int((nd['RSF'] > nd['RRF']).sum())} of "
-                 f"{int(nd['RSF'].notna().sum())} blocks; over every block RSF - RRF is "
-                 f"{diff.min():+.3f} to {diff.max():+.3f} {measure}.")
-    lines.append(f"- A rank-consensus tie in RSF's top {k} (broken by the score) occurs for "
-                 f"{span(share)} of questions.")
-    lines.append(f"- Fusing one question's lists takes {timing['mean'].min():.0f}-"
-                 f"{timing['mean'].max():.0f} µs in pure Python, depending on the method.")
-    return "\n".join(lines)
+    per_split = "; ".join(_split_clause(nd, raw_q, sk, f" {measure}" if i == 0 else "")
+                          for i, sk in enumerate(splits))
+    return paragraph([
+        f"RSF scores above RRF (k={rrf_k}) in {int((diff > 0).sum())} of {len(nd)} blocks, "
+        f"RSF - RRF running {spread(diff, '+.3f')} {measure}.",
+        per_split[:1].upper() + per_split[1:] + ".",
+        f"A rank-consensus tie in RSF's top {k} (broken by the score) occurs for "
+        f"{span(share)} of questions." if len(share) else "",
+        f"Fusing one question's lists takes {timing['mean'].min():.0f}-"
+        f"{timing['mean'].max():.0f} µs in pure Python, depending on the method."
+        if len(timing) else ""])
 
 
 def records(toy: pd.DataFrame, results: pd.DataFrame, ties: pd.DataFrame, *, measure: str,

@@ -37,6 +37,7 @@ import pandas as pd
 
 from qrlib.eval import published
 from qrlib.eval.compare import compare
+from qrlib.eval.findings import paragraph
 from qrlib.eval.stats import fmt_interval, verdict
 from qrlib.methods.bandits import bandits as B
 from qrlib.methods.bandits import decompose as D
@@ -758,32 +759,42 @@ def order_small(pm: pd.DataFrame, budgets: Sequence[float]) -> pd.Series:
     return pm.loc[:, small_budgets(budgets)].mean(axis=1).sort_values(ascending=False)
 
 
+def _short_verdict(holds: str) -> str:
+    """``"not shown (+0.002 [-0.003, +0.007])"`` -> ``"not shown: +0.002 [-0.003, +0.007]"``
+    (a verdict without its evidence is returned as it is)."""
+    head, _, rest = holds.partition(" (")
+    return f"{head}: {rest[:-1]}" if rest.endswith(")") else holds
+
+
 def findings(check_df: pd.DataFrame, comparison: pd.DataFrame, pm: pd.DataFrame,
              budgets: Sequence[float], labels: Mapping[str, str], *, n_units: int,
              reps: int) -> str:
-    """Markdown for "What we found": how many of the findings in the two tables hold, go
-    the other way or are not shown, the ones not reproduced, the best and weakest policy
-    and the spread at a 100 % budget."""
+    """The "What we found" paragraph: how many of the findings in the two tables hold, go
+    the other way or are not shown, the ones not reproduced (named in one sentence), the
+    best and weakest policy and the spread at a 100 % budget."""
     verdicts = pd.concat([check_df[["paper's finding", "holds here"]],
                           comparison[["paper's finding", "holds here"]]], ignore_index=True)
     verdicts["verdict"] = verdicts["holds here"].str.split(" ").str[0]  # "yes (...)" -> "yes"
     verdicts = verdicts.drop_duplicates("paper's finding")
     count = verdicts.verdict.value_counts()
-    lines = [f"- Of the {len(verdicts)} findings checked in the two tables above, "
-             f"{count.get('yes', 0)} hold (interval above 0), {count.get('no', 0)} go the other way "
-             f"and {len(verdicts) - count.get('yes', 0) - count.get('no', 0)} are not shown (the "
-             f"interval contains 0, or not checked) on this run ({n_units} simulated requests, "
-             f"{reps} repetitions each)."]
-    for _, r in verdicts[verdicts.verdict != "yes"].iterrows():
-        lines.append(f"- Not reproduced: *{r.iloc[0]}* — {r['holds here']}.")
+    out = [f"Of the {len(verdicts)} findings checked in the two tables above, "
+           f"{count.get('yes', 0)} hold (interval above 0), {count.get('no', 0)} go the other way "
+           f"and {len(verdicts) - count.get('yes', 0) - count.get('no', 0)} are not shown (the "
+           f"interval contains 0, or not checked) on this run ({n_units} simulated requests, "
+           f"{reps} repetitions each)."]
+    missed = verdicts[verdicts.verdict != "yes"]
+    if len(missed):
+        out.append("Not reproduced here: " + ", ".join(
+            f"*{name}* ({_short_verdict(holds)})"
+            for name, holds in zip(missed["paper's finding"], missed["holds here"])) + ".")
     best = order_small(pm, budgets)
     p10, ranked = _near_10(pm)
     random_ = f"{p10['random']:.3f}" if "random" in p10.index else "–"
-    lines.append(f"- Best policy at budgets <= 30 %: {labels[best.index[0]]} "
-                 f"({best.iloc[0]:.3f} mean precision); weakest bandit: "
-                 f"{labels[ranked.index[-1]]} ({p10[ranked.index[-1]]:.3f} at ~10 %); random "
-                 f"{random_}.")
+    out.append(f"The best policy at budgets <= 30 % is {labels[best.index[0]]} "
+               f"({best.iloc[0]:.3f} mean precision); at ~10 % the weakest bandit is "
+               f"{labels[ranked.index[-1]]} ({p10[ranked.index[-1]]:.3f}) and random reaches "
+               f"{random_}.")
     if 1.0 in pm.columns:
-        lines.append(f"- At a 100 % budget every policy has read the same pool: precision spread "
-                     f"{pm[1.0].max() - pm[1.0].min():.1e} across policies.")
-    return "\n".join(lines)
+        out.append(f"At a 100 % budget every policy has read the same pool: precision spread "
+                   f"{pm[1.0].max() - pm[1.0].min():.1e} across policies.")
+    return paragraph(out)

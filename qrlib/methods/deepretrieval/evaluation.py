@@ -27,7 +27,9 @@ from qrlib.data import datasets as qdata
 from qrlib.data.cut import CollectionCut
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, describe
+from qrlib.eval.findings import count_sentence, spread
 from qrlib.eval.scale import scale_columns
+from qrlib.eval.stats import span
 from qrlib.generation import policy, rewrite
 from qrlib.retrieval import fusion, retrievers as retrieval
 
@@ -275,39 +277,69 @@ def result_records(effect: Any, latency: Any, vs_raw: Any) -> dict[str, Any]:
     return out
 
 
-def summary_lines(effect: Any, latency: Any, fresh: Any, tokens: Any, vs_raw: Any) -> list[str]:
-    """The "What we found" bullets: the best method per dataset and retriever beside the raw
-    query, where the latency goes, the generated tokens, and one sentence per trained row
-    against the raw query (:func:`qrlib.eval.compare.describe`)."""
-    lines = []
+def _best_sentence(effect: Any) -> str:
+    """How often the raw query has the highest NDCG@10 of its (dataset, retriever) block,
+    its range, and the method that does where it does not."""
+    best, raw, others = [], {}, []
     for (name, kind), grp in effect.groupby(["dataset", "retriever"]):
         g = grp.set_index("method")["NDCG@10"]
-        best, raw_v = g.idxmax(), g.get("raw")
-        lines.append(f"- **{name} · {kind}**: best method {best} (NDCG@10 {g[best]:.3f})"
-                     + (f"; raw query {raw_v:.3f}" if raw_v is not None else "") + ".")
+        top = g.idxmax()
+        best.append(top)
+        if "raw" in g.index:
+            raw[(name, kind)] = g["raw"]
+        if top != "raw":
+            others.append(f"{top} on {name}/{kind} ({g[top]:.3f})")
+    text = (f"The raw query{f', at NDCG@10 {spread(raw)},' if raw else ''} scores highest in "
+            f"{best.count('raw')} of {len(best)} dataset/retriever block"
+            f"{'s' if len(best) != 1 else ''}")
+    return text + ("; the highest elsewhere: " + ", ".join(others) if others else "") + "."
+
+
+def _latency_sentence(latency: Any, fresh: Any) -> str:
+    """Generation time (upstream and re-timed here) against retrieval time per retriever,
+    and which of the two dominates."""
+    retrieval = ", ".join(f"{k} {g.retrieval_ms.mean():.2f} ms"
+                          for k, g in latency.groupby("retriever"))
+    gen = latency[latency.generation_ms > 0].generation_ms
+    if not len(gen):
+        return f"No method generates text in this run; retrieval takes {retrieval} per query."
+    timed = ""
+    if len(fresh):
+        one = fresh[fresh.batch_size == 1].generation_ms_per_query
+        many = fresh[fresh.batch_size > 1].generation_ms_per_query
+        timed = (f" and, re-timed here (`10_generation_timing`), {span(one, '.0f')} ms one at a "
+                 f"time" + (f" and {span(many, '.0f')} ms in one batch" if len(many) else ""))
+    ret = latency.retrieval_ms
+    lead = ("generation, not the search," if gen.min() > ret.max() else
+            "the search, not generation," if gen.max() < ret.min() else "neither part")
+    return (f"Generation took {span(gen, '.0f')} ms per query in the upstream notebooks' batched "
+            f"test decoding (`10_latency`){timed}, against retrieval {retrieval}: {lead} "
+            f"dominates the latency of every method.")
+
+
+def _trained_sentences(vs_raw: Any) -> list[str]:
+    """Each trained row against the raw query (:func:`qrlib.eval.compare.describe`) when
+    there is one; else the count of verdicts, the strongest and, below 0, the weakest."""
+    rows = vs_raw[vs_raw["kind"] == "trained"] if len(vs_raw) else vs_raw
+    if len(rows) <= 1:
+        return [f"{describe(r)}." for r in rows.to_dict("records")]
+    best, worst = rows.loc[rows["lo"].idxmax()], rows.loc[rows["hi"].idxmin()]
+    out = [count_sentence(rows, "trained"), f"The strongest: {describe(best)}."]
+    if worst.name != best.name and worst["hi"] < 0:
+        out.append(f"The weakest: {describe(worst)}.")
+    return out
+
+
+def summary_lines(effect: Any, latency: Any, fresh: Any, tokens: Any, vs_raw: Any) -> list[str]:
+    """The sentences of "What we found" (two to six; join them with
+    :func:`qrlib.eval.findings.paragraph`): how often the raw query is the best method per
+    dataset and retriever, where the latency goes, the generated tokens, and the trained
+    rows against the raw query (:func:`qrlib.eval.compare.describe`; counted, with the
+    strongest and the weakest, when there are several)."""
+    out = [_best_sentence(effect)] if len(effect) else []
     if len(latency):
-        gen = latency[latency.generation_ms > 0]
-        timed = ""
-        if len(fresh):
-            one = fresh[fresh.batch_size == 1].generation_ms_per_query
-            many = fresh[fresh.batch_size > 1].generation_ms_per_query
-            timed = (f"; re-timed here (`10_generation_timing`) {one.min():.0f}-{one.max():.0f} ms "
-                     f"per query one at a time"
-                     + (f" and {many.min():.0f}-{many.max():.0f} ms in one batch" if len(many)
-                        else ""))
-        lines.append(
-            (f"- Generation took {gen.generation_ms.min():.0f}-{gen.generation_ms.max():.0f} ms per "
-             f"query in the upstream notebooks' batched test decoding (`10_latency`){timed}; "
-             if len(gen) else "- No method generates text in this run; ")
-            + "retrieval " + ", ".join(f"{k} {g.retrieval_ms.mean():.2f} ms"
-                                       for k, g in latency.groupby("retriever"))
-            + ": on this CPU the language model, not the search, dominates latency.")
-    if len(tokens):
-        tk = tokens[tokens.mean_tokens > 0]
-        if len(tk):
-            lines.append(f"- Generated tokens per query: {tk.mean_tokens.min():.1f}-"
-                         f"{tk.mean_tokens.max():.1f} on average.")
-    for r in vs_raw.to_dict("records"):
-        if r["kind"] == "trained":
-            lines.append(f"- {describe(r)}.")
-    return lines
+        out.append(_latency_sentence(latency, fresh))
+    tk = tokens[tokens.mean_tokens > 0] if len(tokens) else tokens
+    if len(tk):
+        out.append(f"Generated tokens per query average {span(tk.mean_tokens, '.1f')}.")
+    return out + _trained_sentences(vs_raw)

@@ -27,9 +27,10 @@ from typing import Any
 import pandas as pd
 
 from qrlib.core.io import atomic_write
-from qrlib.eval.compare import compare, comparison_table, describe
+from qrlib.eval.compare import compare, comparison_table
+from qrlib.eval.findings import count_sentence, paragraph, row_sentence, spread
 from qrlib.eval.scale import scale_columns
-from qrlib.eval.stats import verdict
+from qrlib.eval.stats import span, verdict
 from qrlib.methods.prompting import spqe
 
 __all__ = ["ORDER", "CAPTIONS", "caption", "load_cuts", "Scorer", "pseudo_docs",
@@ -310,25 +311,37 @@ def records(cmp: Any, pseudo: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _method_tally(cmp: Any) -> str:
+    """``"spqe 0/1/3, pseudo-doc 0/2/3"``: per method, the rows above the raw query, below
+    it, and in all (verdicts of :func:`qrlib.eval.stats.verdict`)."""
+    v = [verdict(lo, hi) for lo, hi in zip(cmp["lo"], cmp["hi"])]
+    tally = pd.DataFrame({"method": cmp["method"].to_numpy(), "v": v})
+    return ", ".join(f"{m} {(g.v == 'beats').sum()}/{(g.v == 'falls below').sum()}/{len(g)}"
+                     for m, g in tally.groupby("method", sort=False))
+
+
 def findings(cmp: Any, pseudo: Mapping[str, Any], *, main: str, pseudo_doc_tokens: int) -> str:
-    """The notebook's closing bullets: each block's rows with intervals and verdicts, the
-    count that beat or fall below the raw query with the largest gain, the pseudo-documents'
-    truncation, and what a trained row must beat."""
-    lines = []
-    for (name, kind), g in cmp.groupby(["dataset", "retriever"], sort=False):
-        parts = [f"{r['method']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}] "
-                 f"({verdict(r['lo'], r['hi'])} the raw query)" for r in g.to_dict("records")]
-        lines.append(f"- **{name} · {kind}** (raw query {main} {g['baseline score'].iloc[0]:.3f}, "
-                     f"{int(g['test queries'].iloc[0])} test queries): " + "; ".join(parts) + ".")
-    best = cmp.loc[cmp["diff"].idxmax()]
-    beats, below = cmp[cmp["lo"] > 0], cmp[cmp["hi"] < 0]
-    lines.append(f"- Of {len(cmp)} training-free rows, {len(beats)} beat the raw query and "
-                 f"{len(below)} fall below it; the largest gain is {describe(best)}.")
-    lines.append(f"- Pseudo-documents used their whole {pseudo_doc_tokens}-token budget for "
-                 + ", ".join(f"{p.truncated.mean():.0%} of {n}" for n, p in pseudo.items())
-                 + " queries; a cut passage still searches, so the budget bounds the passage "
-                   "length rather than deciding validity.")
-    lines.append("- A trained row is worth its training only where it beats both the raw query "
-                 "and the best of these rows on the same queries; this run's per-query scores "
-                 "(`per_query.csv` in its run folder) are what such a pairing reads.")
-    return "\n".join(lines)
+    """The "What we found" paragraph: the verdicts counted (over all rows and per method),
+    the largest gain and the largest loss against the raw query with their intervals, the
+    pseudo-documents' truncation, and what a trained row must beat."""
+    if cmp.empty:
+        return "This run has no training-free row to compare with the raw query."
+    best, worst = cmp.loc[cmp["diff"].idxmax()], cmp.loc[cmp["diff"].idxmin()]
+    raw = cmp.drop_duplicates(["dataset", "retriever"]).set_index(["dataset", "retriever"])
+    out = [f"The raw query scores {main} {spread(raw['baseline score'])} over "
+           f"{len(raw)} dataset/retriever block{'s' if len(raw) != 1 else ''} "
+           f"({span(raw['test queries'], '.0f')} test queries each).",
+           count_sentence(cmp, "training-free")[:-1] + "; per method (above / below / rows): "
+           + _method_tally(cmp) + ".",
+           f"The largest gain: {row_sentence(best)}"
+           + (f"; the largest loss: {row_sentence(worst)}" if worst.name != best.name else "")
+           + "."]
+    if pseudo:
+        out.append(f"Pseudo-documents used their whole {pseudo_doc_tokens}-token budget for "
+                   + ", ".join(f"{p.truncated.mean():.0%} of {n}" for n, p in pseudo.items())
+                   + " queries; a cut passage still searches, so the budget bounds the passage "
+                     "length rather than deciding validity.")
+    out.append("A trained row is worth its training only where it beats both the raw query "
+               "and the best of these rows on the same queries, which this run's per-query "
+               "scores (`per_query.csv` in its run folder) let one pair.")
+    return paragraph(out)
