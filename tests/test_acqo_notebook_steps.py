@@ -11,6 +11,7 @@ import pytest
 
 from qrlib.core.errors import QrlibError
 from qrlib.data.collection import Dataset
+from qrlib.eval.findings import split_sentences
 from qrlib.methods.acqo import ablation_study as ab
 from qrlib.methods.acqo import fusion_study as fs
 from qrlib.methods.acqo import stage1_study as st1
@@ -106,7 +107,22 @@ def test_tie_table_counts_p_ties_and_disagreement_with_rrf(fused):
     timing = fs.timing_summary(lists, methods, repeats=1)
     assert set(timing.index) == set(methods) and (timing["mean"] >= 0).all()
     text = fs.findings(results, ties, timing, measure="nDCG@2", k=2, rrf_k=60)
-    assert "RSF beats RRF (k=60) in 1 of 2 blocks" in text and "0%-100%" in text
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    sentences = split_sentences(text)
+    assert len(sentences) == 4, sentences
+    # heuristic: one sub-query, so RSF and RRF keep its order (d1, d3); oracle: RSF 1, RRF 2nd
+    assert sentences[0] == (f"RSF scores above RRF (k=60) in 1 of 2 blocks, RSF - RRF running "
+                            f"+0.000 (ds/bm25/heuristic) to {1 - NDCG_2ND:+.3f} (ds/bm25/oracle) "
+                            f"nDCG@2.")
+    assert sentences[1] == (f"On the heuristic split RSF reaches {NDCG_1ST:.3f} nDCG@2 against "
+                            f"{NDCG_2ND:.3f} for the raw question (above it in 1 of 1 blocks) and "
+                            f"{NDCG_1ST:.3f} for CombSUM; on the oracle split RSF reaches 1.000 "
+                            f"against {NDCG_2ND:.3f} for the raw question (above it in 1 of 1 "
+                            f"blocks) and 1.000 for CombSUM.")
+    assert "occurs for 0%-100% of questions" in sentences[2]
+    assert sentences[3].startswith("Fusing one question's lists takes ")
+    assert fs.findings(results[results.method == "raw question"], ties, timing, measure="nDCG@2",
+                       k=2, rrf_k=60) == "No block of this run has a fused list to compare."
     assert fs.cut_setting(None, None, 100) == "full multi-hop subsets, lists of depth 100"
 
 

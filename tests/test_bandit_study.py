@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qrlib.eval.findings import split_sentences
 from qrlib.methods.bandits import bandits as B
 from qrlib.methods.bandits import study as BS
 
@@ -187,15 +188,28 @@ def test_paper_comparison_and_findings_read_the_checks():
         "not checked in this run")
     text = BS.findings(check_df, cmp.reset_index(), pm, [0.1, 0.2, 0.3, 1.0], LABELS,
                        n_units=12, reps=5)
-    lines = text.split("\n")
-    assert lines[0].startswith("- Of the 12 findings checked in the two tables above, 8 hold "
-                               "(interval above 0), 0 go the other way and 4 are not shown")
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    sentences = split_sentences(text)
+    assert len(sentences) == 4, sentences
+    assert sentences[0].startswith("Of the 12 findings checked in the two tables above, 8 hold "
+                                   "(interval above 0), 0 go the other way and 4 are not shown")
     assert cmp.loc["the rank-aware baseline is below every Bernoulli policy", "holds here"] == "yes"
     assert cmp.loc["bandits beat random", "ours (toy, ~10 %)"].endswith("bandits 0.500-0.550")
-    assert "(12 simulated requests, 5 repetitions each)" in lines[0]
-    assert lines[-2].startswith("- Best policy at budgets <= 30 %: Bernoulli top-k=3 (0.5")
-    assert "weakest bandit: Bernoulli (0.5" in lines[-2] and len(lines) == 7
-    assert lines[-1].endswith("precision spread 0.0e+00 across policies.")
+    assert "(12 simulated requests, 5 repetitions each)" in sentences[0]
+    missed = cmp[~cmp["holds here"].str.startswith("yes")].index
+    assert sentences[1].startswith("Not reproduced here: *") and sentences[1].count("*") == 8
+    assert all(f"*{name}* (" in sentences[1] for name in missed)
+    assert "*ε-greedy is best at 10-20 % (Sec. 5.1, NeuCLIR)* (not checked in this run)" in text
+    assert sentences[2].startswith("The best policy at budgets <= 30 % is Bernoulli top-k=3 (0.5")
+    assert "at ~10 % the weakest bandit is Bernoulli (0.5" in sentences[2]
+    assert sentences[3].endswith("precision spread 0.0e+00 across policies.")
+    extra = pd.DataFrame({"paper's finding": ["X trails Y", "Z wins"],
+                          "holds here": ["not shown (+0.002 [-0.003, +0.007])", "no"]})
+    text = BS.findings(check_df, pd.concat([cmp.reset_index(), extra]), pm, [0.1, 0.2, 0.3, 1.0],
+                       LABELS, n_units=12, reps=5)
+    assert text.startswith("Of the 14 findings checked in the two tables above, 8 hold (interval "
+                           "above 0), 1 goes the other way and 5 are not shown")
+    assert "*X trails Y* (not shown: +0.002 [-0.003, +0.007]), *Z wins* (no)." in text
 
 
 def test_hierarchy_table_pairs_modes_per_request():

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from qrlib.data import describe
+from qrlib.eval.findings import split_sentences
 
 matplotlib.use("Agg")
 
@@ -81,8 +82,30 @@ def test_corpus_row_and_findings():
     assert rows[1]["docs per judged doc"] == 4.0
     stats, _, _ = describe.dataset_stats({("toy", "test"): own}, ["test"], None, 0)
     text = describe.findings(stats, rows, "base")
-    assert text.splitlines()[0].startswith("- **toy**: 3 documents, 1 test queries, 1.00 relevant")
+    assert text.startswith("The test collection toy has 3 documents and 1 test queries with 1.00 "
+                           "relevant documents per query (up to 1 judged for one query)")
     assert "grows its corpus from 3 to 4 documents" in text and "25.0% of it instead of 33.3%" in text
+    assert len(split_sentences(text)) == 2
+
+
+def test_findings_of_several_collections_is_a_paragraph_of_ranges():
+    big = _ds({**CORPUS, "d4": {"title": "", "text": "a b c d e f g"}}, {"q1": "a b c", "q2": "a"},
+              {"q1": {"d1": 1, "d2": 1, "d3": 0}, "q2": {"d4": 1}})
+    small = _ds(CORPUS, {"q1": "a"}, {"q1": {"d1": 1}})
+    stats, _, _ = describe.dataset_stats({("big", "test"): big, ("small", "test"): small},
+                                         ["test"], None, 0)
+    rows = [describe.corpus_row("small own corpus", small), describe.corpus_row("small pooled", big)]
+    sp = SimpleNamespace(skipped={"c": 5}, meta={"missing_databases": ["c"]})
+    per_db = pd.DataFrame({"db_id": ["a", "c"], "questions": [3, 5], "sqlite present": [True, False]})
+    text = describe.findings(stats, rows, "small", per_db, sp)
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    assert 2 <= len(split_sentences(text)) <= 6
+    assert text.startswith("The 2 test collections hold 3 (small) to 4 (big) documents and 1 "
+                           "(small) to 2 (big) test queries.")
+    assert ("Relevant documents per query run 1.00 (small) to 1.50 (big), with up to 3 judged "
+            "for one big query; queries average 1.0 (small) to 2.0 (big) words") in text
+    assert text.endswith("On Spider dev 3 questions can be executed and 5 are on the missing "
+                         "database(s) c.")
 
 
 def test_spider_per_db_counts_skipped_questions_of_missing_databases():
@@ -100,4 +123,4 @@ def test_spider_per_db_counts_skipped_questions_of_missing_databases():
     assert len(describe.plot_spider_dbs(per_db).axes) == 1
     stats = pd.DataFrame(columns=["dataset", "split"])
     assert describe.findings(stats, [], "x", per_db, sp) == (
-        "- Spider dev: 3 questions can be executed; 5 are on the missing database(s) c.")
+        "On Spider dev 3 questions can be executed and 5 are on the missing database(s) c.")

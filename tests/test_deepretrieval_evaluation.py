@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from qrlib.eval.findings import paragraph, split_sentences
 from qrlib.eval.scale import scale_columns
 from qrlib.methods.deepretrieval import evaluation as E
 
@@ -107,13 +108,31 @@ def test_vs_raw_rows_records_and_summary_lines():
                          "toy.bm25.untrained-rewrite.vs_raw"]
     assert rec["latency.bm25.retrieval_ms"] == 1.5 and rec["toy.bm25.untrained-rewrite.vs_raw"][0] == -0.25
     lines = E.summary_lines(effect, latency, fresh, tokens, vs_raw)
-    assert lines[0] == "- **toy · bm25**: best method trained-bm25-rewrite (NDCG@10 0.750); raw query 0.500."
-    assert lines[1].startswith("- Generation took 40-40 ms per query in the upstream notebooks' "
-                               "batched test decoding (`10_latency`); re-timed here "
-                               "(`10_generation_timing`) 90-90 ms per query one at a time and "
-                               "30-30 ms in one batch; retrieval bm25 1.50 ms")
-    assert lines[2] == "- Generated tokens per query: 5.0-5.0 on average."
-    assert len(lines) == 4 and lines[3].startswith("- trained-bm25-rewrite minus raw on toy/bm25")
+    text = paragraph(lines)
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    assert len(split_sentences(text)) == len(lines) == 4
+    assert lines[0] == ("The raw query, at NDCG@10 0.500 (toy/bm25), scores highest in 0 of 1 "
+                        "dataset/retriever block; the highest elsewhere: trained-bm25-rewrite on "
+                        "toy/bm25 (0.750).")
+    assert lines[1] == ("Generation took 40 ms per query in the upstream notebooks' batched test "
+                        "decoding (`10_latency`) and, re-timed here (`10_generation_timing`), "
+                        "90 ms one at a time and 30 ms in one batch, against retrieval bm25 "
+                        "1.50 ms: generation, not the search, dominates the latency of every "
+                        "method.")
+    assert lines[2] == "Generated tokens per query average 5.0."
+    assert lines[3].startswith("trained-bm25-rewrite minus raw on toy/bm25, nDCG@10: +0.250")
+    two = pd.DataFrame(rows * 2).assign(dataset=["toy", "toy", "b", "b"],
+                                        lo=[0.1, -0.3, -0.3, -0.4], hi=[0.4, 0.1, -0.1, 0.0])
+    slow = latency.assign(generation_ms=[0.0, 1.0])
+    lines = E.summary_lines(effect, slow, fresh.iloc[:0], tokens.iloc[:0], two)
+    assert lines[1] == ("Generation took 1 ms per query in the upstream notebooks' batched test "
+                        "decoding (`10_latency`), against retrieval bm25 1.50 ms: neither part "
+                        "dominates the latency of every method.")
+    assert lines[2] == ("Of 2 trained rows compared with raw, 1 beats it with a 95 % interval "
+                        "above 0, 1 falls below it and 0 cannot be told apart from it.")
+    assert lines[3].startswith("The strongest: trained-bm25-rewrite minus raw on toy/bm25")
+    assert lines[4].startswith("The weakest: trained-bm25-rewrite minus raw on b/bm25")
+    assert 2 <= len(split_sentences(paragraph(lines))) <= 6
 
 
 def test_fresh_timing_with_no_queries_is_empty():

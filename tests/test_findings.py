@@ -6,10 +6,12 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from qrlib.core.errors import QrlibError
 from qrlib.eval.compare import comparison_table, compare
 from qrlib.eval.scale import scale_columns
-from qrlib.eval.findings import what_we_found
+from qrlib.eval.findings import paragraph, split_sentences, spread, what_we_found
 
 
 def _scores(shift, n=60, seed=0):
@@ -78,3 +80,33 @@ def test_no_trained_row_is_one_sentence(tmp_path):
     text = what_we_found(cmp[cmp.kind == "untrained"], notebook="99_toy",
                          tables_dir=tmp_path, root=tmp_path)
     assert text == "This run has no trained row to compare with its baseline."
+
+
+def test_split_sentences_keeps_abbreviations_and_decimals_inside_a_sentence():
+    text = ("Best: Top-k UCB (Eq. 1) at 0.472. ε-greedy is best at 10-20 % (Sec. 5.1). "
+            "bm25s answers 3.0x more. 1 of 2 runs collapsed!")
+    assert split_sentences(text) == ["Best: Top-k UCB (Eq. 1) at 0.472.",
+                                     "ε-greedy is best at 10-20 % (Sec. 5.1).",
+                                     "bm25s answers 3.0x more.", "1 of 2 runs collapsed!"]
+    assert split_sentences("  ") == []
+
+
+def test_paragraph_joins_non_empty_sentences_and_refuses_more_than_six():
+    assert paragraph(["One.", "", "  ", "Two (a. b)."]) == "One. Two (a. b)."
+    assert paragraph([]) == ""
+    assert len(split_sentences(paragraph([f"S{i}." for i in range(6)]))) == 6
+    with pytest.raises(QrlibError, match="7 sentences, more than 6"):
+        paragraph([f"S{i}." for i in range(7)])
+    with pytest.raises(QrlibError, match="7 sentences"):  # a joined item counts twice
+        paragraph(["A.", "B.", "C.", "D.", "E.", "F. G."])
+
+
+def test_spread_names_the_rows_at_either_end():
+    s = pd.Series({"scifact": 0.8095, "nfcorpus": 0.325, "hotpot": 0.99})
+    assert spread(s) == "0.325 (nfcorpus) to 0.990 (hotpot)"
+    assert spread({("2wiki", "bm25"): 0.1, ("hotpot", "dense"): -0.2}, "+.2f") == (
+        "-0.20 (hotpot/dense) to +0.10 (2wiki/bm25)")
+    assert spread(pd.Series({"a": 2.0, "b": 2.001, "c": float("nan")}), ".2f") == "2.00 (all 2)"
+    assert spread({"toy": 5183}, ",.0f") == "5,183 (toy)"
+    assert spread({"toy": 0.5}, ".0%", name_one=False) == "50%"
+    assert spread(pd.Series(dtype=float)) == ""

@@ -9,6 +9,7 @@ import types
 import pandas as pd
 import pytest
 
+from qrlib.eval.findings import split_sentences
 from qrlib.methods.prompting import study
 
 
@@ -96,13 +97,21 @@ def test_comparisons_records_and_the_closing_text(tmp_path):
     assert rec["x.bm25.spqe.diff"] == pytest.approx(0.3)
     assert rec["x.bm25.best-prompt.hi"] == pytest.approx(-0.1)
     assert rec["x.pseudo_doc_truncated"] == 0.5
-    text = study.findings(cmp, PSEUDO, main="nDCG@10", pseudo_doc_tokens=32).splitlines()
-    assert text[0] == ("- **x · bm25** (raw query nDCG@10 0.300, 2 test queries): spqe +0.300 "
-                       "[+0.300, +0.300] (beats the raw query); best-prompt -0.100 [-0.100, "
-                       "-0.100] (falls below the raw query).")
-    assert text[1].startswith("- Of 2 training-free rows, 1 beat the raw query and 1 fall "
-                              "below it; the largest gain is spqe minus raw")
-    assert "budget for 50% of x queries" in text[2]
+    text = study.findings(cmp, PSEUDO, main="nDCG@10", pseudo_doc_tokens=32)
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    sentences = split_sentences(text)
+    assert len(sentences) == 5, sentences
+    assert sentences[0] == ("The raw query scores nDCG@10 0.300 (x/bm25) over 1 dataset/retriever "
+                            "block (2 test queries each).")
+    assert sentences[1] == ("Of 2 training-free rows compared with raw, 1 beats it with a 95 % "
+                            "interval above 0, 1 falls below it and 0 cannot be told apart from "
+                            "it; per method (above / below / rows): spqe 1/0/1, best-prompt 0/1/1.")
+    assert sentences[2] == ("The largest gain: spqe beats raw on x/bm25 (nDCG@10 +0.300 [+0.300, "
+                            "+0.300], 2 queries); the largest loss: best-prompt falls below raw on "
+                            "x/bm25 (nDCG@10 -0.100 [-0.100, -0.100], 2 queries).")
+    assert "budget for 50% of x queries" in sentences[3]
+    assert study.findings(cmp.iloc[:0], PSEUDO, main="nDCG@10", pseudo_doc_tokens=32) == (
+        "This run has no training-free row to compare with the raw query.")
     path = study.save_per_query(_scores(), tmp_path / "pq.csv")
     pq = pd.read_csv(path)
     assert pq.columns.tolist() == ["qid", "nDCG@10", "dataset", "retriever", "method"]

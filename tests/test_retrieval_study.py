@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qrlib.eval.findings import split_sentences
 from qrlib.retrieval import study
 
 matplotlib.use("Agg")
@@ -70,10 +71,22 @@ def test_agreement_speed_numbers_and_findings():
     assert numbers["agreement.scifact.top10_overlap"] == 1.0
     assert numbers["speedup.scifact"] == 25.0 and np.isnan(numbers["speedup.small"])
     assert numbers["hnsw.scifact.top10_recall_vs_flat"] == 0.99
-    lines = study.findings(["scifact", "small"], base, ["bm25", "bm25-ref", "dense"], agreement,
-                           speed, hnsw, full=False).split("\n")
-    assert lines[0] == "- **scifact**: raw-query nDCG@10 bm25 0.700, bm25-ref 0.680, dense 0.600"
-    assert lines[2].startswith("- bm25s and rank_bm25 on identical tokens differ by at most 0.0200")
-    assert lines[3].startswith("- bm25s answers 25.0-25.0x more queries per second")
-    assert lines[4].startswith("- HNSW on scifact recovers 0.9900") and lines[5].startswith("- These are subsets")
+    text = study.findings(["scifact", "small"], base, ["bm25", "bm25-ref", "dense"], agreement,
+                          speed, hnsw, full=False)
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    sentences = split_sentences(text)
+    assert len(sentences) == 5, sentences
+    assert sentences[0] == ("Raw-query nDCG@10 runs bm25 0.500 (small) to 0.700 (scifact); "
+                            "bm25-ref 0.680 (scifact); dense 0.600 (scifact).")
+    assert sentences[1].startswith("bm25s and rank_bm25 on identical tokens differ by at most "
+                                   "0.0200 nDCG@10")
+    assert sentences[2].startswith("bm25s answers 25.0x more queries per second")
+    assert sentences[3] == ("HNSW recovers 0.9900 (scifact) of the exact top-10, its nDCG@10 "
+                            "differing from the flat index's by +0.0000 (scifact).")
+    assert sentences[4].startswith("These are subsets")
+    full = study.baseline_table(RESULTS, REFERENCE, full=True, dense_model="minilm")
+    text = study.findings(["scifact", "small"], full, ["bm25", "dense"], agreement.iloc[:0],
+                          speed.iloc[:0], [], full=True)
+    assert split_sentences(text)[1] == ("Beside the 2 published values ours differ by -0.045 "
+                                        "(scifact/dense) to +0.035 (scifact/bm25) nDCG@10.")
     assert len(study.plot_speed(speed, ["scifact", "small"], ["bm25", "bm25-ref"]).axes) == 1

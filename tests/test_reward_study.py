@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qrlib.eval.findings import split_sentences
 from qrlib.methods import reward_study as RS
 
 matplotlib.use("Agg")
@@ -135,10 +136,21 @@ def test_findings_and_key_numbers_read_the_saved_tables():
     assert RS.key_numbers(t_stats, t_copy) == {
         "frac_zero_std.a": 0.5, "frac_zero_std.b": 0.1, "copy_top_share.p=0": 0.8,
         "copy_top_share.p=0.05": 0.1, "copy_top_share.p=0.1": 0.0}
-    assert RS.findings(t_stats, t_copy, 8) == (
-        "- Share of 8-rollout groups with no reward spread (no GRPO signal): lowest for b (0.10),"
-        " highest for a (0.50); all rewards: b 0.10, a 0.50.\n"
-        "- SAGE's copy penalty: without it (p = 0) a verbatim copy is a top rollout in 80% of "
-        "groups; with p = 0.05 in 10%, and the mean GRPO advantage of copies goes from +0.500 "
-        "to -0.900 at p = 0.1.")
+    text = RS.findings(t_stats, t_copy, 8)
+    assert text == (
+        "Over the 2 rewards, the share of 8-rollout groups with no reward spread (no GRPO signal) "
+        "runs 0.10 (b) to 0.50 (a), median 0.30. No reward gives every group some spread. "
+        "Without SAGE's copy penalty (p = 0) a verbatim copy is a top rollout in 80% of groups "
+        "and with p = 0.05 in 10%, while the mean GRPO advantage of copies goes from +0.500 to "
+        "-0.900 at p = 0.1.")
+    assert not any(line.startswith("- ") for line in text.splitlines())
+    assert len(split_sentences(text)) == 3
+    ten = pd.DataFrame({"reward": list("abcdefghij"),
+                        "frac_reward_zero_std": [0, 0, 0.12, 0.12, 0.2, 0.2, 0.28, 0.33, 0, 0.1]})
+    text = RS.findings(ten, t_copy.iloc[:1], 8)
+    assert text == ("Over the 10 rewards, the share of 8-rollout groups with no reward spread (no "
+                    "GRPO signal) runs 0.00 (a) to 0.33 (h), median 0.12. 3 of them give every "
+                    "group some spread (a, b, i).")
+    assert RS.findings(ten.iloc[:1], t_copy.iloc[:1], 8) == (
+        "The share of 8-rollout groups with no reward spread (no GRPO signal) is 0.00 (a).")
     assert np.isfinite(RS.plot_copy_penalty(t_copy).axes[0].get_lines()[0].get_ydata()).all()

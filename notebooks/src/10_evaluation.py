@@ -59,6 +59,7 @@ from IPython.display import Markdown
 from qrlib import plots
 from qrlib.core.io import save_table
 from qrlib.eval.compare import comparison_table
+from qrlib.eval.findings import paragraph
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.methods.deepretrieval import evaluation as E
 
@@ -201,4 +202,4 @@ record = S.record
 for key, value in E.result_records(effect, latency, vs_raw).items():
     record(key, value)
 lines = E.summary_lines(effect, latency, fresh, tokens, vs_raw)
-display(Markdown("\n".join(lines) if lines else "No rewrites in this run."))
+display(Markdown(paragraph(lines) if lines else "No rewrites in this run."))

@@ -83,6 +83,7 @@ from qrlib import plots
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_table
 from qrlib.eval import published
+from qrlib.eval.findings import paragraph
 from qrlib.methods.deepretrieval import tasks_audit as A
 from qrlib.retrieval import lucene as qlucene
 from qrlib.retrieval.retrievers import build_retriever
@@ -486,5 +487,4 @@ for key, value in ev_records.items():
 rec_11, lines = A.final_summary(tables_dir, full=full, litsearch_k=litsearch_k)
 for key, value in rec_11.items():
     record(key, value)
-lines += ev_lines  # section 4, read from its own tables' frames above
-display(Markdown("\n".join(lines)))
+display(Markdown(paragraph(lines + ev_lines)))  # ev_lines: section 4's sentence

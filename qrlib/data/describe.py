@@ -267,10 +267,10 @@ def _collections_sentences(test: pd.DataFrame) -> list[str]:
                 f"{r['query words (mean)']:.1f} words and the median document has "
                 f"{r['doc words (median)']:.0f} words."]
     most = test["max judged"].idxmax()
-    return [f"The {len(test)} test collections hold {spread(test['docs'], ',')} documents and "
-            f"{spread(test['queries'], ',')} test queries.",
-            f"Relevant documents per query run {spread(test['relevant/query'], '.2f')} (up to "
-            f"{test.loc[most, 'max judged']} judged for one {most} query), queries average "
+    return [f"The {len(test)} test collections hold {spread(test['docs'], ',.0f')} documents "
+            f"and {spread(test['queries'], ',.0f')} test queries.",
+            f"Relevant documents per query run {spread(test['relevant/query'], '.2f')}, with up "
+            f"to {test.loc[most, 'max judged']} judged for one {most} query; queries average "
             f"{spread(test['query words (mean)'], '.1f')} words and the median document has "
             f"{spread(test['doc words (median)'], '.0f')} words."]
 

@@ -59,18 +59,19 @@ def _label(key: Any) -> str:
     return "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
 
 
-def spread(values: Mapping[Any, float] | Any, fmt: str = ".3f") -> str:
+def spread(values: Mapping[Any, float] | Any, fmt: str = ".3f", *, name_one: bool = True) -> str:
     """``"0.810 (scifact) to 0.992 (hotpotqa-mini)"``: the lowest and the highest of
     ``values`` (a Series or a mapping; tuple keys read ``a/b``) with the row of each;
-    ``"0.810 (scifact)"`` for one value, ``"2.00 (all 3)"`` when all read the same and
-    ``""`` for none (missing values are left out)."""
+    ``"0.810 (scifact)"`` for one value (``"0.810"`` with ``name_one=False``, where the
+    sentence names it), ``"2.00 (all 3)"`` when all read the same and ``""`` for none
+    (missing values are left out)."""
     items = [(k, float(v)) for k, v in values.items() if v is not None and v == v]
     if not items:
         return ""
     lo, hi = min(items, key=lambda kv: kv[1]), max(items, key=lambda kv: kv[1])
     a, b = format(lo[1], fmt), format(hi[1], fmt)
     if len(items) == 1:
-        return f"{a} ({_label(lo[0])})"
+        return f"{a} ({_label(lo[0])})" if name_one else a
     if a == b:
         return f"{a} (all {len(items)})"
     return f"{a} ({_label(lo[0])}) to {b} ({_label(hi[0])})"

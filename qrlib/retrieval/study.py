@@ -25,6 +25,7 @@ import pandas as pd
 
 from qrlib.eval.findings import paragraph, spread
 from qrlib.eval.metrics import label
+from qrlib.eval.stats import span
 
 Results = Mapping[tuple[str, str], Any]   # (collection, retriever) -> BaselineResult
 Reference = Mapping[tuple[str, str], float]
@@ -276,7 +277,8 @@ def _baseline_sentences(order: Sequence[str], baseline: pd.DataFrame,
                         retrievers: Sequence[str]) -> list[str]:
     """Raw-query nDCG@10 per retriever over the collections (range and the collection at
     each end), and our difference to the published values where there are any."""
-    rows = baseline[baseline.dataset.isin(list(order))].set_index(["dataset", "retriever"])
+    rows = baseline[baseline.dataset.isin(list(order)) & baseline.retriever.isin(list(retrievers))
+                    ].set_index(["dataset", "retriever"])
     parts = [f"{kind} {spread(rows.xs(kind, level='retriever')['nDCG@10'])}"
              for kind in retrievers if kind in rows.index.get_level_values("retriever")]
     out = ["Raw-query nDCG@10 runs " + "; ".join(parts) + "."] if parts else []
@@ -297,13 +299,12 @@ def findings(order: Sequence[str], baseline: pd.DataFrame, retrievers: Sequence[
     if len(agreement):
         out.append(f"bm25s and rank_bm25 on identical tokens differ by at most "
                    f"{agreement['nDCG@10 diff'].abs().max():.4f} nDCG@10 and their top-10 lists "
-                   f"overlap {agreement['mean top-10 overlap'].min():.2f}-"
-                   f"{agreement['mean top-10 overlap'].max():.2f} on average.")
+                   f"overlap {span(agreement['mean top-10 overlap'], '.2f')} on average.")
     fast = speed[speed.retriever == "bm25"].dropna(subset=["speed-up vs rank_bm25"])
     if len(fast):
-        out.append(f"bm25s answers {fast['speed-up vs rank_bm25'].min():.1f}-"
-                   f"{fast['speed-up vs rank_bm25'].max():.1f}x more queries per second than "
-                   f"rank_bm25 in this run (the ratio depends on query length and machine load).")
+        out.append(f"bm25s answers {span(fast['speed-up vs rank_bm25'], '.1f')}x more queries "
+                   "per second than rank_bm25 in this run (the ratio depends on query length and "
+                   "machine load).")
     if hnsw_rows:
         h = pd.DataFrame(list(hnsw_rows)).set_index("dataset")
         out.append(f"HNSW recovers {spread(h['top-10 recall vs flat'], '.4f')} of the exact "

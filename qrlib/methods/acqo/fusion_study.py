@@ -347,7 +347,8 @@ def findings(results: pd.DataFrame, ties: pd.DataFrame, timing: pd.DataFrame, *,
     """The "What we found" paragraph, read from the three tables: RSF against RRF over
     the blocks (the extreme blocks named), RSF, the raw question and CombSUM per split,
     the share of rank-consensus ties and the fusion time."""
-    nd = pivot(results, measure).dropna(subset=["RSF"])
+    nd = pivot(results, measure)
+    nd = nd.dropna(subset=["RSF"]) if "RSF" in nd else nd.iloc[:0]
     if nd.empty:
         return "No block of this run has a fused list to compare."
     raw_q = results[results.method == "raw question"].set_index(["dataset", "retriever"])[measure]
@@ -362,8 +363,8 @@ def findings(results: pd.DataFrame, ties: pd.DataFrame, timing: pd.DataFrame, *,
         per_split[:1].upper() + per_split[1:] + ".",
         f"A rank-consensus tie in RSF's top {k} (broken by the score) occurs for "
         f"{span(share)} of questions." if len(share) else "",
-        f"Fusing one question's lists takes {timing['mean'].min():.0f}-"
-        f"{timing['mean'].max():.0f} µs in pure Python, depending on the method."
+        f"Fusing one question's lists takes {span(timing['mean'], '.0f')} µs in pure Python, "
+        "depending on the method."
         if len(timing) else ""])
 
 

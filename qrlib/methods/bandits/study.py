@@ -777,11 +777,13 @@ def findings(check_df: pd.DataFrame, comparison: pd.DataFrame, pm: pd.DataFrame,
     verdicts["verdict"] = verdicts["holds here"].str.split(" ").str[0]  # "yes (...)" -> "yes"
     verdicts = verdicts.drop_duplicates("paper's finding")
     count = verdicts.verdict.value_counts()
+    yes, no = count.get("yes", 0), count.get("no", 0)
+    rest = len(verdicts) - yes - no
     out = [f"Of the {len(verdicts)} findings checked in the two tables above, "
-           f"{count.get('yes', 0)} hold (interval above 0), {count.get('no', 0)} go the other way "
-           f"and {len(verdicts) - count.get('yes', 0) - count.get('no', 0)} are not shown (the "
-           f"interval contains 0, or not checked) on this run ({n_units} simulated requests, "
-           f"{reps} repetitions each)."]
+           f"{yes} hold{'s' if yes == 1 else ''} (interval above 0), {no} go"
+           f"{'es' if no == 1 else ''} the other way and {rest} {'is' if rest == 1 else 'are'} "
+           f"not shown (the interval contains 0, or not checked) on this run ({n_units} "
+           f"simulated requests, {reps} repetitions each)."]
     missed = verdicts[verdicts.verdict != "yes"]
     if len(missed):
         out.append("Not reproduced here: " + ", ".join(

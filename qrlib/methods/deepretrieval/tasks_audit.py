@@ -454,6 +454,12 @@ def _and(parts: Sequence[str]) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
+def _sp(values: Any, fmt: str = ".3f") -> str:
+    """:func:`qrlib.eval.findings.spread` with a lone collection left unnamed (the
+    sentence names the collections once)."""
+    return spread(values, fmt, name_one=False)
+
+
 def evidence_summary(raw: Mapping[str, Any], sets: Mapping[str, tuple], hn: Sequence[str], *,
                      split: str, drop_yes_no: bool) -> tuple[dict[str, float], list[str]]:
     """``(records, sentences)`` of section 4: H@N of the raw question per set, and one
@@ -467,22 +473,22 @@ def evidence_summary(raw: Mapping[str, Any], sets: Mapping[str, tuple], hn: Sequ
                      f"questions, {len(sets[name][0].corpus):,} paragraphs)")
     if not parts:
         return records, []
-    return records, [f"With bm25s the raw question reaches {_and(parts)}"
-                     + ("; yes/no questions are left out" if drop_yes_no else "")
-                     + "; the pooled corpora are not comparable with Table 1."]
+    return records, [f"With bm25s the raw question reaches {_and(parts)}; "
+                     + ("yes/no questions are left out and " if drop_yes_no else "")
+                     + "the pooled corpora are not comparable with Table 1."]
 
 
 def _engine_sentence(t_eng: Any) -> str:
     """bm25s against Lucene on the same queries: nDCG@10 difference, top-10 overlap (also
     on Lucene's own tokens) and Lucene's throughput."""
-    tokens = (f" ({spread(t_eng['top-10 overlap (Lucene tokens) vs Lucene'], '.2f')} with "
+    tokens = (f" ({_sp(t_eng['top-10 overlap (Lucene tokens) vs Lucene'], '.2f')} with "
               "Lucene's own tokens)"
               if "top-10 overlap (Lucene tokens) vs Lucene" in t_eng.columns else "")
     return (f"On the same queries with equal k1/b, bm25s minus Lucene is "
-            f"{spread(t_eng['nDCG@10 bm25s'] - t_eng['nDCG@10 Lucene'], '+.3f')} nDCG@10, their "
-            f"top-10 lists overlap {spread(t_eng['top-10 overlap bm25s vs Lucene'], '.2f')}"
-            f"{tokens}, and Lucene's batched search answers {spread(t_eng['Lucene q/s'], ',.0f')} "
-            f"queries per second ({spread(t_eng['Lucene / bm25s speed'], '.2f')} times bm25s) in "
+            f"{_sp(t_eng['nDCG@10 bm25s'] - t_eng['nDCG@10 Lucene'], '+.3f')} nDCG@10, their "
+            f"top-10 lists overlap {_sp(t_eng['top-10 overlap bm25s vs Lucene'], '.2f')}"
+            f"{tokens}, and Lucene's batched search answers {_sp(t_eng['Lucene q/s'], ',.0f')} "
+            f"queries per second ({_sp(t_eng['Lucene / bm25s speed'], '.2f')} times bm25s) in "
             "this run.")
 
 
@@ -490,16 +496,18 @@ def _audit_sentence(t_audit: Any, t_dmg: Any | None, full: bool) -> str:
     """Each Lucene reading minus the published BM25 over the collections (the collection
     at each end named), with the share of queries the prefix costs their first word."""
     pub = t_audit["published BM25"]
-    scope = "" if full else "On subsets (plumbing only, not comparable with the paper), against"
+    names = _and(list(t_audit.index))
+    scope = (f"On {names}" if full else
+             f"On subsets of {names} (plumbing only, not comparable with the paper)")
     damage = ("" if t_dmg is None else
-              f" (it costs {spread(t_dmg['share first word lost'], '.0%')} of the queries their "
-              f"first word; they average {spread(t_dmg['mean query tokens'], '.1f')} tokens)")
-    return (f"{scope or 'Against'} the published BM25 nDCG@10 of {spread(pub)}, Lucene with plain "
-            f"queries is {spread(t_audit['Lucene plain'] - pub, '+.3f')}, with the released "
-            f"`contents:` prefix {spread(t_audit['Lucene contents:'] - pub, '+.3f')}{damage}, "
+              f" (it costs {_sp(t_dmg['share first word lost'], '.0%')} of the queries their "
+              f"first word; they average {_sp(t_dmg['mean query tokens'], '.1f')} tokens)")
+    return (f"{scope}, against the published BM25 nDCG@10 of {_sp(pub)}, Lucene with plain "
+            f"queries is {_sp(t_audit['Lucene plain'] - pub, '+.3f')}, with the released "
+            f"`contents:` prefix {_sp(t_audit['Lucene contents:'] - pub, '+.3f')}{damage}, "
             f"with the prefix and the released evaluation script "
-            f"{spread(t_audit['Lucene contents:, released eval'] - pub, '+.3f')} and bm25s "
-            f"{spread(t_audit['bm25s'] - pub, '+.3f')}.")
+            f"{_sp(t_audit['Lucene contents:, released eval'] - pub, '+.3f')} and bm25s "
+            f"{_sp(t_audit['bm25s'] - pub, '+.3f')}.")
 
 
 def _full_checks(t_audit: Any) -> str:
@@ -520,7 +528,7 @@ def _full_checks(t_audit: Any) -> str:
     if "hotpotqa-large" in t_audit.index:
         parts.append(f"HotpotQA's published {t_audit.loc['hotpotqa-large', 'published BM25']:.3f} "
                      "cannot be checked on the hotpotqa-large subset")
-    return "On the full test sets " + "; ".join(parts) + "." if parts else ""
+    return "On the full test sets, " + "; ".join(parts) + "." if parts else ""
 
 
 def _gain_sentence(t_audit: Any) -> str:
@@ -532,9 +540,10 @@ def _gain_sentence(t_audit: Any) -> str:
             f"{'a subset' if len(sub) == 1 else 'subsets'} of the paper's corpus" if sub else "")
     if not len(own):
         return note[:1].upper() + note[1:] + "." if note else ""
-    plain = spread(100 * own["gain vs plain Lucene (released eval)"], "+.1f")
-    return (f"Published DeepRetrieval-3B ({spread(own['published DeepRetrieval-3B'])}) gains "
-            f"{spread(100 * own['gain vs published BM25'], '+.1f')} points over the published "
+    plain = _sp(100 * own["gain vs plain Lucene (released eval)"], "+.1f")
+    where = "" if len(own) == len(t_audit) else f" on {_and(list(own.index))}"
+    return (f"Published DeepRetrieval-3B{where} ({_sp(own['published DeepRetrieval-3B'])}) gains "
+            f"{_sp(100 * own['gain vs published BM25'], '+.1f')} points over the published "
             "baseline" + (f" and {plain} over plain Lucene scored the same way" if plain else "")
             + (f"; {note}" if note else "") + ".")
 
