@@ -59,7 +59,7 @@ from IPython.display import Markdown
 from qrlib import plots
 from qrlib.core.io import save_table
 from qrlib.eval.compare import comparison_table
-from qrlib.eval.findings import paragraph
+from qrlib.eval.prose import paragraph
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.methods.deepretrieval import evaluation as E
 

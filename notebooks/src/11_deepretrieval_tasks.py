@@ -83,7 +83,7 @@ from qrlib import plots
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import REPO_ROOT, cache_dir as shared_cache, save_table
 from qrlib.eval import published
-from qrlib.eval.findings import paragraph
+from qrlib.eval.prose import paragraph
 from qrlib.methods.deepretrieval import tasks_audit as A
 from qrlib.retrieval import lucene as qlucene
 from qrlib.retrieval.retrievers import build_retriever

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from qrlib.eval.findings import paragraph, spread
+from qrlib.eval.prose import paragraph, spread
 from qrlib.eval.metrics import label
 from qrlib.eval.stats import span
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from qrlib.data.datasets import load_dataset, subset
-from qrlib.eval.findings import paragraph, spread
+from qrlib.eval.prose import paragraph, spread
 from qrlib.eval.metrics import evaluate
 from qrlib.methods.bandits.decompose import heuristic_split, oracle_split
 from qrlib.retrieval import fusion

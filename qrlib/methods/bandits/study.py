@@ -37,7 +37,7 @@ import pandas as pd
 
 from qrlib.eval import published
 from qrlib.eval.compare import compare
-from qrlib.eval.findings import paragraph
+from qrlib.eval.prose import paragraph
 from qrlib.eval.stats import fmt_interval, verdict
 from qrlib.methods.bandits import bandits as B
 from qrlib.methods.bandits import decompose as D

@@ -27,7 +27,7 @@ from qrlib.data import datasets as qdata
 from qrlib.data.cut import CollectionCut
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, describe
-from qrlib.eval.findings import count_sentence, spread
+from qrlib.eval.prose import count_sentence, spread
 from qrlib.eval.scale import scale_columns
 from qrlib.eval.stats import span
 from qrlib.generation import policy, rewrite

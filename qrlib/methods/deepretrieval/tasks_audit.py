@@ -29,7 +29,7 @@ from typing import Any
 from qrlib.core.errors import QrlibError
 from qrlib.data.datasets import load_dataset, subset
 from qrlib.eval.agreement import top_k_overlap
-from qrlib.eval.findings import spread
+from qrlib.eval.prose import spread
 from qrlib.eval.metrics import evaluate
 from qrlib.methods.deepretrieval import evidence as ev
 from qrlib.methods.deepretrieval.released import released_bm25

@@ -28,7 +28,7 @@ import pandas as pd
 
 from qrlib.core.io import atomic_write
 from qrlib.eval.compare import compare, comparison_table
-from qrlib.eval.findings import count_sentence, paragraph, row_sentence, spread
+from qrlib.eval.prose import count_sentence, paragraph, row_sentence, spread
 from qrlib.eval.scale import scale_columns
 from qrlib.eval.stats import span, verdict
 from qrlib.methods.prompting import spqe
