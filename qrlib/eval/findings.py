@@ -25,7 +25,7 @@ from qrlib.core.io import REPO_ROOT
 from qrlib.eval.scale import PLUMBING_STEPS
 from qrlib.eval import claims
 from qrlib.eval.prose import (MAX_SENTENCES, count_sentence, paragraph, row_sentence,
-                              split_sentences, spread)
+                              split_sentences, spread, strongest_weakest)
 
 __all__ = ["what_we_found", "row_sentence", "scoreboard_sentence", "count_sentence",
            "paragraph", "split_sentences", "spread", "MAX_SENTENCES"]
@@ -79,12 +79,7 @@ def what_we_found(comparisons: Any, *, notebook: str, tables_dir: str | Path,
                        comparisons["baseline kind"].isin(list(baseline_kinds))]
     if rows.empty:
         return f"This run has no {subject} row to compare with its baseline."
-    out = [count_sentence(rows, subject)]
-    best = rows.loc[rows["lo"].idxmax()]
-    worst = rows.loc[rows["hi"].idxmin()]
-    out.append(f"The strongest: {row_sentence(best)}.")
-    if worst.name != best.name and worst["hi"] < 0:
-        out.append(f"The weakest: {row_sentence(worst)}.")
+    out = [count_sentence(rows, subject), *strongest_weakest(rows)]
     board = scoreboard_sentence(notebook, tables_dir, root)
     room = 6 - len(out) - bool(board)
     out += (_reasons(rows, health) + list(extra))[:max(room, 0)]

@@ -16,7 +16,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.eval.stats import fmt_interval, verdict
 
 __all__ = ["MAX_SENTENCES", "split_sentences", "paragraph", "spread", "row_sentence",
-           "count_sentence"]
+           "count_sentence", "strongest_weakest"]
 
 #: The most sentences a "What we found" paragraph may have.
 MAX_SENTENCES = 6
@@ -84,3 +84,14 @@ def count_sentence(rows: Any, subject: str) -> str:
             f"beat{'s' if up == 1 else ''} it with a 95 % interval above 0, {down} fall"
             f"{'s' if down == 1 else ''} below it and {n - up - down} cannot be told apart "
             f"from it.")
+
+
+def strongest_weakest(rows: Any, describe: Any = row_sentence) -> list[str]:
+    """``["The strongest: ...", "The weakest: ..."]`` for comparison ``rows``: the row with the
+    highest lower bound, and the one with the lowest upper bound when that is below 0 (and
+    another row), each put in words by ``describe``."""
+    best, worst = rows.loc[rows["lo"].idxmax()], rows.loc[rows["hi"].idxmin()]
+    out = [f"The strongest: {describe(best)}."]
+    if worst.name != best.name and worst["hi"] < 0:
+        out.append(f"The weakest: {describe(worst)}.")
+    return out

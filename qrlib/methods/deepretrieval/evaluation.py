@@ -27,7 +27,7 @@ from qrlib.data import datasets as qdata
 from qrlib.data.cut import CollectionCut
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, describe
-from qrlib.eval.prose import count_sentence, spread
+from qrlib.eval.prose import count_sentence, spread, strongest_weakest
 from qrlib.eval.scale import scale_columns
 from qrlib.eval.stats import span
 from qrlib.generation import policy, rewrite
@@ -323,11 +323,7 @@ def _trained_sentences(vs_raw: Any) -> list[str]:
     rows = vs_raw[vs_raw["kind"] == "trained"] if len(vs_raw) else vs_raw
     if len(rows) <= 1:
         return [f"{describe(r)}." for r in rows.to_dict("records")]
-    best, worst = rows.loc[rows["lo"].idxmax()], rows.loc[rows["hi"].idxmin()]
-    out = [count_sentence(rows, "trained"), f"The strongest: {describe(best)}."]
-    if worst.name != best.name and worst["hi"] < 0:
-        out.append(f"The weakest: {describe(worst)}.")
-    return out
+    return [count_sentence(rows, "trained"), *strongest_weakest(rows, describe)]
 
 
 def summary_lines(effect: Any, latency: Any, fresh: Any, tokens: Any, vs_raw: Any) -> list[str]:
