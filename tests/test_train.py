@@ -99,6 +99,9 @@ def test_tiny_cli_run_then_resume(tmp_path):
                 "completion_length", "kl", "step_seconds"):
         assert rows[-1][col] != ""
     assert float(rows[-1]["completion_length"]) <= 4
+    # memory per step: a 135M policy in fp32 holds more than half a GiB, the peak >= now
+    rss, peak = float(rows[-1]["rss_gib"]), float(rows[-1]["peak_rss_gib"])
+    assert 0.5 < rss <= peak + 0.01
     # the RL default schedule is constant: every step trains at the configured rate
     assert {float(r["learning_rate"]) for r in rows} == {T.TrainConfig().learning_rate}
 
@@ -423,7 +426,16 @@ def test_micro_batches_divide_the_step_and_default_by_device():
     from qrlib.rl.config import CUDA_MICRO_BATCH, micro_batch
 
     cfg = T.load_config({"prompts_per_step": 32, "num_generations": 8})
-    assert micro_batch(cfg, cuda=False) == (256, 1)  # the CPU keeps one pass per step
+    # the CPU bounds the completion tokens of one pass (CPU_MICRO_TOKENS): 1024 // 48 = 21
+    assert micro_batch(cfg, cuda=False) == (16, 16)
+    assert micro_batch(T.load_config({"prompts_per_step": 2, "num_generations": 8,
+                                      "max_completion_length": 64}), cuda=False) == (16, 1)
+    assert micro_batch(T.load_config({"prompts_per_step": 2, "num_generations": 8,
+                                      "max_completion_length": 128}), cuda=False) == (8, 2)
+    assert micro_batch(T.load_config({"prompts_per_step": 2, "num_generations": 8,
+                                      "max_completion_length": 384}), cuda=False) == (2, 8)
+    assert micro_batch(T.load_config({"prompts_per_step": 1, "num_generations": 3,
+                                      "max_completion_length": 4096}), cuda=False) == (1, 3)
     assert micro_batch(cfg, cuda=True) == (CUDA_MICRO_BATCH, 256 // CUDA_MICRO_BATCH)
     assert micro_batch(T.load_config({"prompts_per_step": 3, "num_generations": 8}),
                        cuda=True) == (12, 2)  # the largest divisor of 24 up to 16

@@ -27,6 +27,7 @@ ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
 train_steps = 2  # GRPO optimizer steps per run
 prompts_per_step = 1  # questions per step
 num_generations = 4  # rollouts per question
+micro_batch_size = None  # rollouts per forward/backward pass (gradient accumulation over the step's batch); None: the whole batch on CPU. Smaller bounds the training peak memory
 max_completion_length = 32  # token budget of one rollout without reasoning
 think_max_completion_length = 64  # token budget of one rollout with reasoning
 temperature = 0.6  # rollout temperature (DeepRetrieval App. B.2: 0.6)
@@ -134,7 +135,7 @@ for name in datasets:
             name=f"17-evidence-{name}-{run}",
             prompt=PROMPTS[run], run_dir=run_dir, model=model, dataset=name, retriever="bm25",
             max_steps=train_steps, prompts_per_step=prompts_per_step,
-            num_generations=num_generations,
+            num_generations=num_generations, micro_batch_size=micro_batch_size,
             max_completion_length=(think_max_completion_length if run == "think"
                                    else max_completion_length),
             temperature=temperature, beta=beta, learning_rate=learning_rate, seed=seed,

@@ -23,10 +23,17 @@ from qrlib.generation.policy import cpu_has_native_bf16
 from qrlib.generation.prompts import as_template
 
 __all__ = ["ALGORITHMS", "TrainConfig", "load_config", "resolve_dtype", "resolve_autocast",
-           "grad_checkpointing", "cuda_available", "micro_batch", "CUDA_MICRO_BATCH"]
+           "grad_checkpointing", "cuda_available", "micro_batch", "CUDA_MICRO_BATCH",
+           "CPU_MICRO_TOKENS"]
 
 #: Largest micro-batch (rollouts per forward/backward) chosen on CUDA when none is set.
 CUDA_MICRO_BATCH = 16
+#: On the CPU, when none is set: the largest micro-batch whose rollouts hold at most this many
+#: completion tokens (``micro * max_completion_length``). The log-prob pass keeps a
+#: vocabulary-wide row of log-probs per completion token for the backward (151,936 floats
+#: for Qwen2.5); measured on notebook 17's think run (16 rollouts of up to 128 tokens), the
+#: training process peaked at 15.85 GiB in one pass per step and at 13.07 GiB in two.
+CPU_MICRO_TOKENS = 1024
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "grpo": {"loss_type": "grpo", "epsilon": 0.2, "epsilon_high": None, "beta": 0.001,
@@ -157,10 +164,12 @@ class TrainConfig:
             ``batch / micro_batch_size`` micro-batches with gradient accumulation (TRL
             ``per_device_train_batch_size`` and ``gradient_accumulation_steps``, with
             ``steps_per_generation`` equal to the latter: one generation per optimizer step).
-            It must divide the batch. ``None``: the whole batch on the CPU (one pass, as
-            before); on CUDA the largest divisor of the batch up to 16 (16 sequences of 256
-            tokens of a 3B model peaked at 18 GiB on an H100, ``tables/gpu-check``).
-            qrlib.
+            It must divide the batch. ``None``: on the CPU the largest divisor of the batch
+            whose rollouts hold at most ``CPU_MICRO_TOKENS`` (1,024) completion tokens (the
+            whole batch of 16 up to 64-token budgets; 8 at 128 tokens, which took notebook
+            17's think run from 15.85 to 13.07 GiB), on CUDA the largest divisor up to 16
+            (16 sequences of 256 tokens of a 3B model peaked at 18 GiB on an H100,
+            ``tables/gpu-check``). qrlib.
         num_generations (`int`, defaults to `8`):
             Rollouts per prompt (the group). TRL ``GRPOConfig``; ACQO App. A.2: 8.
         temperature (`float`, defaults to `1.0`):
@@ -428,8 +437,9 @@ def micro_batch(cfg: TrainConfig, cuda: bool) -> tuple[int, int]:
     batch = cfg.prompts_per_step * cfg.num_generations
     micro = cfg.micro_batch_size
     if micro is None:
-        micro = (max(d for d in range(1, min(batch, CUDA_MICRO_BATCH) + 1) if batch % d == 0)
-                 if cuda else batch)
+        cap = (CUDA_MICRO_BATCH if cuda
+               else max(1, CPU_MICRO_TOKENS // max(1, cfg.max_completion_length)))
+        micro = max(d for d in range(1, min(batch, cap) + 1) if batch % d == 0)
     if micro < 1 or batch % micro:
         raise QrlibError(f"micro_batch_size {micro} must divide the step's batch of {batch} "
                          f"rollouts (prompts_per_step x num_generations); accepted: the "

@@ -34,7 +34,7 @@ from qrlib.rl.rewards import same_query
 RUN_LOG_VAR = "QRLIB_RUN_LOG"
 from qrlib.rl.rows import fill_prefill
 
-__all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress",
+__all__ = ["TimedReward", "StepLogger", "memory_gib", "is_truncated", "GenTimer", "quiet_progress",
            "warnings_to", "trainer_callback_base"]
 
 
@@ -143,6 +143,27 @@ def trainer_callback_base() -> type:
     return TrainerCallback
 
 
+def memory_gib() -> dict[str, float]:
+    """The training process's resident memory now and its peak so far (GiB), for the step
+    log: ``rss_gib`` (psutil) and ``peak_rss_gib`` (``getrusage``'s ``ru_maxrss``, KiB on
+    Linux, bytes on macOS); the peak includes every pass of the step (generation, log-prob
+    pass, backward). Either is ``nan`` where the platform does not say."""
+    import sys
+
+    try:
+        import psutil
+        rss = psutil.Process().memory_info().rss / 2**30
+    except (ImportError, OSError):
+        rss = math.nan
+    try:
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = peak / 2**30 if sys.platform == "darwin" else peak / 2**20
+    except (ImportError, OSError):
+        peak = math.nan
+    return {"rss_gib": round(rss, 3), "peak_rss_gib": round(peak, 3)}
+
+
 class StepLogger(trainer_callback_base()):  # type: ignore[misc]
     """Append one CSV row per optimisation step: TRL's GRPO metrics (reward mean/std,
     per-function reward, frac_reward_zero_std, completion length, KL, entropy, clip
@@ -150,7 +171,8 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
 
     COLUMNS = ["step", "reward", "reward_std", "frac_reward_zero_std", "format_valid",
                "modified", "copy", "echo", "truncated", "completion_length", "kl", "entropy", "loss",
-               "step_seconds", "reward_seconds", "generation_seconds", "qids"]
+               "step_seconds", "reward_seconds", "generation_seconds", "rss_gib",
+               "peak_rss_gib", "qids"]
 
     def __init__(self, path: str | os.PathLike, reward: TimedReward,
                  timer: dict[str, float] | None = None, *,
@@ -198,6 +220,7 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
             "kl": logs.get("kl"), "entropy": logs.get("entropy"), "loss": logs.get("loss"),
             "step_seconds": round(time.perf_counter() - self._t0, 3),
             "generation_seconds": round(self.timer.pop("generation", 0.0), 3),
+            **memory_gib(),
         }
         keys = sorted({k for b in batches for k in b} - {"qids"})
         for k in keys:
