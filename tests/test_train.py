@@ -135,6 +135,31 @@ def test_sft_warm_start_then_one_grpo_step(tmp_path):
     assert len(env.records) == 2
 
 
+def test_open_engines_close_before_an_sft_cold_start_loads_the_policy(tmp_path, monkeypatch):
+    """A cold start's sampling engine held its memory through the SFT (06 peaked at 17 GB):
+    train() closes the process's engines before the policy loads, for SFT or vLLM rollouts."""
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def load(*a, **k):
+        calls.append("load")
+        raise Stop
+
+    monkeypatch.delenv("QRLIB_ROLLOUTS", raising=False)
+    monkeypatch.setattr(T.engine, "close_engines", lambda: calls.append("close"))
+    monkeypatch.setattr(T, "load_policy", load)
+    cfg = {"name": "order", "run_dir": str(tmp_path), "model": "smollm2",
+           "fmt": "deepretrieval-nothink", "prompt": {"user": "Query for: {query}"},
+           "max_steps": 1, "num_generations": 2, "use_vllm": False}
+    for sft_steps, expected in ((2, ["close", "load"]), (0, ["load"])):
+        calls.clear()
+        with pytest.raises(Stop):
+            T.train({**cfg, "sft_steps": sft_steps}, env=FakeEnv(), queries={"1": "a b"})
+        assert calls == expected
+
+
 # --------------------------------------------------------------------------- engine (issue 8/9)
 def test_default_prompt_is_registered_and_formats_known():
     from qrlib.generation import prompts

@@ -190,6 +190,10 @@ def _train(cfg: TrainConfig, *, env: Any = None,
 
     cuda = cuda_available()
     dtype = resolve_dtype(cfg.dtype)
+    if rollout_backend(cfg) == "vllm" or cfg.sft_steps > 0:
+        # the trainer starts its own engine, and the SFT cold start needs the memory: the
+        # process's other engines (a cold start's sampling engine) close before the policy loads
+        engine.close_engines()
     # load on CPU: the Trainer/accelerate places the model on each process's own device
     model, tok = load_policy(cfg.model, adapter=cfg.init_adapter, dtype=dtype, device="cpu",
                              trainable=cfg.init_adapter is not None)
@@ -215,9 +219,6 @@ def _train(cfg: TrainConfig, *, env: Any = None,
     logger = StepLogger(out / "log.csv", reward, timer, samples_path=out / "samples.jsonl",
                         resumed_step=resumed_step)
     trainer_cls = trainer_class()
-
-    if args.use_vllm:  # the trainer starts its own engine: free the process's others first
-        engine.close_engines()
 
     trainer_layers: Any = weakref.WeakSet()  # the colocated engine's vLLM layer records
     # TRL's colocate mode starts its vLLM engine here
