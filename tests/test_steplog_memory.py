@@ -1,5 +1,5 @@
-"""The step log's memory columns (qrlib.rl.steplog.memory_gib)."""
-from qrlib.rl.steplog import memory_gib
+"""The step log's memory columns (qrlib.rl.release.memory_gib)."""
+from qrlib.rl.release import memory_gib
 
 
 def test_memory_gib_sees_an_allocation_in_rss_and_in_the_peak():

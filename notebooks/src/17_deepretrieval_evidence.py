@@ -27,7 +27,6 @@ ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
 train_steps = 2  # GRPO optimizer steps per run
 prompts_per_step = 1  # questions per step
 num_generations = 4  # rollouts per question
-micro_batch_size = None  # rollouts per forward/backward pass (gradient accumulation over the step's batch); None: on CPU as many as hold 1,024 completion tokens (qrlib.rl.config.CPU_MICRO_TOKENS)
 max_completion_length = 32  # token budget of one rollout without reasoning
 think_max_completion_length = 64  # token budget of one rollout with reasoning
 temperature = 0.6  # rollout temperature (DeepRetrieval App. B.2: 0.6)
@@ -135,7 +134,7 @@ for name in datasets:
             name=f"17-evidence-{name}-{run}",
             prompt=PROMPTS[run], run_dir=run_dir, model=model, dataset=name, retriever="bm25",
             max_steps=train_steps, prompts_per_step=prompts_per_step,
-            num_generations=num_generations, micro_batch_size=micro_batch_size,
+            num_generations=num_generations,
             max_completion_length=(think_max_completion_length if run == "think"
                                    else max_completion_length),
             temperature=temperature, beta=beta, learning_rate=learning_rate, seed=seed,

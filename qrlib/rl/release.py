@@ -21,10 +21,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import math
 import sys
 from typing import Iterable
 
-__all__ = ["drop_stored_tracebacks", "release_memory"]
+__all__ = ["drop_stored_tracebacks", "release_memory", "memory_gib"]
 
 
 def drop_stored_tracebacks(prefixes: Iterable[str] = ("vllm",)) -> int:
@@ -59,22 +60,36 @@ def _malloc_trim() -> bool:
         return False
 
 
+def memory_gib() -> dict[str, float]:
+    """This process's resident memory now (``rss_gib``, psutil) and its peak so far
+    (``peak_rss_gib``, ``getrusage``'s ``ru_maxrss``: KiB on Linux, bytes on macOS; ``nan``
+    where there is no ``resource`` module), in GiB. The training step log records both, so
+    the peak covers every pass of a step (generation, log-prob pass, backward)."""
+    import psutil
+
+    rss = psutil.Process().memory_info().rss / 2**30
+    try:
+        import resource
+    except ImportError:
+        return {"rss_gib": round(rss, 3), "peak_rss_gib": math.nan}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak / 2**30 if sys.platform == "darwin" else peak / 2**20
+    return {"rss_gib": round(rss, 3), "peak_rss_gib": round(peak, 3)}
+
+
 def release_memory(prefixes: Iterable[str] = ("vllm",)) -> dict[str, float | int | bool]:
     """Between two trainings: close qrlib's generation engines, drop stored library
     tracebacks (:func:`drop_stored_tracebacks`), collect, and hand freed heap back to the
     system (and, on CUDA, PyTorch's cached GPU blocks to the driver). Returns the
     process's resident memory before and after (GiB) and what was done."""
-    import psutil
-
     from qrlib.generation import engine
 
-    proc = psutil.Process()
-    before = proc.memory_info().rss / 2**30
+    before = memory_gib()["rss_gib"]
     engine.close_engines()
     cleared = drop_stored_tracebacks(prefixes)
     gc.collect()
     trimmed = _malloc_trim()
     cuda = engine.free_cuda_cache()  # PyTorch's cached CUDA blocks back to the driver
-    after = proc.memory_info().rss / 2**30
+    after = memory_gib()["rss_gib"]
     return {"rss_before_gib": round(before, 2), "rss_after_gib": round(after, 2),
             "tracebacks_cleared": cleared, "malloc_trim": trimmed, "cuda_cache_freed": cuda}

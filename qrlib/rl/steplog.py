@@ -28,13 +28,14 @@ from qrlib.core.io import atomic_path, atomic_write
 from qrlib.generation.parsing import completion_text, parse_completion
 from qrlib.generation.policy import cut_at_stop
 from qrlib.rl.health import echo_of
+from qrlib.rl.release import memory_gib
 from qrlib.rl.rewards import same_query
 
 #: Set by :func:`qrlib.session.start` to the notebook's run log: per-step lines go there.
 RUN_LOG_VAR = "QRLIB_RUN_LOG"
 from qrlib.rl.rows import fill_prefill
 
-__all__ = ["TimedReward", "StepLogger", "memory_gib", "is_truncated", "GenTimer", "quiet_progress",
+__all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress",
            "warnings_to", "trainer_callback_base"]
 
 
@@ -141,27 +142,6 @@ def trainer_callback_base() -> type:
     from transformers import TrainerCallback
 
     return TrainerCallback
-
-
-def memory_gib() -> dict[str, float]:
-    """The training process's resident memory now and its peak so far (GiB), for the step
-    log: ``rss_gib`` (psutil) and ``peak_rss_gib`` (``getrusage``'s ``ru_maxrss``, KiB on
-    Linux, bytes on macOS); the peak includes every pass of the step (generation, log-prob
-    pass, backward). Either is ``nan`` where the platform does not say."""
-    import sys
-
-    try:
-        import psutil
-        rss = psutil.Process().memory_info().rss / 2**30
-    except (ImportError, OSError):
-        rss = math.nan
-    try:
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        peak = peak / 2**30 if sys.platform == "darwin" else peak / 2**20
-    except (ImportError, OSError):
-        peak = math.nan
-    return {"rss_gib": round(rss, 3), "peak_rss_gib": round(peak, 3)}
 
 
 class StepLogger(trainer_callback_base()):  # type: ignore[misc]
