@@ -350,6 +350,9 @@ def test_every_trained_table_states_its_training_scale(smoke_run):
             assert set(VALIDITY_COLUMNS) <= set(t.columns), name
             assert trained["test valid"].notna().all() and \
                 trained["train valid"].notna().all(), name
+            # the collapse check of the same quarter (qrlib.rl.health's copy and echo shares)
+            assert trained["train copy"].between(0, 1).all() and \
+                trained["train echo"].between(0, 1).all(), name
             flags = t["valid flag"].fillna("").astype(str).str.len() > 0
             assert (flags == (t["test valid"] < VALID_BAR)).all(), name
 

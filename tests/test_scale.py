@@ -43,8 +43,10 @@ def test_validity_columns_put_test_validity_beside_the_last_training_quarter():
     lg = _log(8, [["a"]] * 8)
     lg["format_valid"] = [0.0] * 6 + [1.0, 0.5]  # last quarter: steps 7-8
     row = scale_columns("qwen", [lg], test_queries=300, test_valid=0.0)
-    assert {c: row[c] for c in VALIDITY_COLUMNS} == {"test valid": 0.0, "train valid": 0.75,
-                                                       "valid flag": "test valid < 0.9"}
+    assert {c: row[c] for c in VALIDITY_COLUMNS[:3]} == {"test valid": 0.0, "train valid": 0.75,
+                                                           "valid flag": "test valid < 0.9"}
+    # a log without copy/echo columns: the collapse shares are unknown, not zero
+    assert row["train copy"] != row["train copy"] and row["train echo"] != row["train echo"]
     assert "well-formed 0.00, training's last quarter 0.75" in flagged(row)
     ok = validity_columns(0.95, [lg])
     assert ok["valid flag"] == "" and flagged(ok) == ""
@@ -53,4 +55,14 @@ def test_validity_columns_put_test_validity_beside_the_last_training_quarter():
     assert scale_columns("q", [first, lg], test_queries=1, test_valid=1.0)["train valid"] == 0.75
     raw = scale_columns(None, test_queries=3)
     assert raw["test valid"] != raw["test valid"] and raw["valid flag"] == ""
+    assert raw["train copy"] != raw["train copy"]
     assert flagged({"valid flag": float("nan")}) == ""  # an empty flag read back from a CSV
+
+
+def test_collapse_columns_read_the_final_runs_last_quarter():
+    lg = _log(8, [["a"]] * 8)
+    lg["copy"] = [0.0] * 6 + [1.0, 0.8]   # last quarter: steps 7-8
+    lg["echo"] = [1.0] * 6 + [0.0, 0.1]
+    row = scale_columns("qwen", [lg.assign(copy=0.0, echo=0.0), lg], test_queries=5,
+                        test_valid=1.0)
+    assert (row["train copy"], row["train echo"]) == (0.9, 0.05)

@@ -17,7 +17,10 @@ Beside the scale, every trained row states whether its test decoding produced wh
 produced (:data:`VALIDITY_COLUMNS`): ``test valid`` (share of test outputs in the trained
 format), ``train valid`` (share of format-valid rollouts in the last quarter of the final
 run's steps) and ``valid flag`` (``test valid < 0.9`` below :data:`VALID_BAR`). A flagged row
-measures its decoding, not its method.
+measures its decoding, not its method. Beside them, the collapse check of the same quarter
+(:data:`COLLAPSE_COLUMNS`): ``train copy`` (share of rollouts that copied the input query) and
+``train echo`` (share that echoed the prompt's own examples), the step log's ``copy`` and
+``echo`` columns (:mod:`qrlib.rl.health`; NaN for a log without them or an untrained row).
 """
 from __future__ import annotations
 
@@ -32,7 +35,9 @@ SCALE_COLUMNS = ("policy", "RL steps", "SFT steps", "train queries", "rollouts",
 #: Test outputs well-formed below this share flag a row (the trained model's test decoding
 #: does not produce what its training produced).
 VALID_BAR = 0.9
-VALIDITY_COLUMNS = ("test valid", "train valid", "valid flag")
+#: The last training quarter's collapse shares (:mod:`qrlib.rl.health`'s ``copy`` and ``echo``).
+COLLAPSE_COLUMNS = ("train copy", "train echo")
+VALIDITY_COLUMNS = ("test valid", "train valid", "valid flag", *COLLAPSE_COLUMNS)
 
 
 def log_scale(log: Any) -> dict[str, float]:
@@ -60,22 +65,28 @@ def plumbing_note(rl_steps: int) -> str:
     return "; a plumbing check, not a result" if 0 < rl_steps < PLUMBING_STEPS else ""
 
 
-def last_quarter_valid(log: Any) -> float:
-    """Mean ``format_valid`` of the last quarter of a run's steps (NaN without the column)."""
-    if "format_valid" not in log or not len(log):
+def last_quarter_mean(log: Any, column: str = "format_valid") -> float:
+    """Mean of ``column`` (``format_valid`` by default) over the last quarter of a run's
+    steps (NaN without the column)."""
+    if column not in log or not len(log):
         return float("nan")
     steps = sorted(log["step"].unique()) if "step" in log else []
     last = log[log["step"].isin(steps[len(steps) - max(1, len(steps) // 4):])] if steps else log
-    return round(float(last["format_valid"].mean()), 4)
+    value = float(last[column].mean())
+    return round(value, 4) if value == value else float("nan")
 
 
 def validity_columns(test_valid: float | None, logs: Sequence[Any] = ()) -> dict[str, Any]:
     """The :data:`VALIDITY_COLUMNS` of one row: its test format validity, the last-quarter
-    training validity of the final run in ``logs`` (NaN untrained) and the flag."""
+    training validity of the final run in ``logs`` (NaN untrained), the flag, and that
+    quarter's copy and echo shares."""
     tv = float("nan") if test_valid is None else round(float(test_valid), 4)
-    train = last_quarter_valid(logs[-1]) if len(logs) else float("nan")
-    return {"test valid": tv, "train valid": train,
-            "valid flag": f"test valid < {VALID_BAR}" if tv == tv and tv < VALID_BAR else ""}
+    final = logs[-1] if len(logs) else None
+    def quarter(column: str) -> float:
+        return last_quarter_mean(final, column) if final is not None else float("nan")
+    return {"test valid": tv, "train valid": quarter("format_valid"),
+            "valid flag": f"test valid < {VALID_BAR}" if tv == tv and tv < VALID_BAR else "",
+            "train copy": quarter("copy"), "train echo": quarter("echo")}
 
 
 def scale_columns(policy: str | None, logs: Sequence[Any] = (), *, test_queries: int,
