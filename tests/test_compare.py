@@ -92,3 +92,33 @@ def test_a_flagged_row_carries_its_validity_and_says_so_in_its_sentence():
     old = C.comparison_table([row]).drop(columns=["test valid", "train valid", "valid flag"])
     assert C.check_comparisons(old, "old.csv") is old and "flagged" not in C.describe(
         old.iloc[0].to_dict())
+
+
+def test_saved_comparisons_keep_every_rows_per_query_values(tmp_path):
+    a, b = _scores(n=12)
+    rows = [C.compare(a, b, method="ACQO", kind="trained", resamples=200, **KW),
+            C.compare({q: v + 0.1 for q, v in b.items()}, b, method="rule", kind="model-free",
+                      resamples=200, **KW)]
+    df = C.comparison_table(rows)
+    paths = C.save_comparisons(df[df.kind != "nope"], "07_comparisons", tmp_path)
+    pq = C.read_per_query(paths["per_query"])
+    assert list(pq.columns) == list(C.PER_QUERY_COLUMNS)
+    assert sorted(pq.method.unique()) == ["ACQO", "raw question", "rule"]
+    assert len(pq) == 3 * 12  # the shared baseline is written once
+    acqo = pq[pq.method == "ACQO"].set_index("qid")["value"]
+    assert acqo.to_dict() == pytest.approx(a)  # full precision, not the table's rounding
+    # the saved values give back the row's difference
+    raw = pq[pq.method == "raw question"].set_index("qid")["value"]
+    assert (acqo - raw).mean() == pytest.approx(df.iloc[0]["diff"])
+
+
+def test_a_table_without_per_query_values_or_with_two_values_is_refused(tmp_path):
+    a, b = _scores(n=6)
+    row = C.compare(a, b, method="ACQO", kind="trained", resamples=200, **KW)
+    with pytest.raises(QrlibError, match="carries no per-query values"):
+        C.save_comparisons(pd.DataFrame([dict(row)]), "x", tmp_path)
+    assert not list(tmp_path.iterdir())  # nothing half-written
+    other = C.compare({q: v + 1 for q, v in a.items()}, b, method="ACQO", kind="trained",
+                      resamples=200, **{**KW, "baseline": "other"})
+    with pytest.raises(QrlibError, match="ACQO on 2wiki/bm25 .nDCG@10. has two values"):
+        C.comparison_table([row, other])

@@ -107,7 +107,8 @@ def test_a_profile_section_makes_its_notebook_and_declared_readers_stale():
     changed["notebooks"].setdefault("05_vanilla_rl", {})["train_steps"] = 999
     assert _stale(changed, manifest) == {
         "05_vanilla_rl": ["parameter train_steps changed"],
-        "10_evaluation": ["reads 05_vanilla_rl, which is stale"]}
+        "10_evaluation": ["reads 05_vanilla_rl, which is stale"],
+        "20_trained_rows": ["reads 05_vanilla_rl, which is stale"]}
     # a global reaches every notebook that declares it
     changed = copy.deepcopy(profile)
     changed["globals"]["seed"] = 12345

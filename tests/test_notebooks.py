@@ -579,3 +579,42 @@ def test_every_claim_selects_rows_of_the_smoke_tables(smoke_run):
         if c.id in SMOKE_UNTESTED_CLAIMS:
             continue
         assert v["verdict"] != "not run", (c.id, v["why"])
+
+
+def test_20_pairs_trained_rows_with_the_prompting_baseline(rec, smoke_run):
+    """Every trained row of every comparison table is in 20's table, and a paired difference
+    to notebook 19's prompting baseline is what the saved per-query values give."""
+    from qrlib.eval import trained_rows as TR
+    from qrlib.eval.compare import read_per_query
+
+    _, _, paths = smoke_run
+    t = paths["tables_dir"]
+    table = read_table(t / "20_trained_rows.csv")
+    assert list(table.columns) == list(TR.TRAINED_COLUMNS)
+    key = ["paper", "dataset", "retriever", "metric", "method"]
+    expected, n_rows = set(), 0
+    for path in sorted(t.glob("[0-9][0-9]_comparisons.csv")):
+        if path.stem[:2] in ("09", "10", "19", "20"):
+            continue
+        cmp = read_table(path)
+        assert (t / f"{path.stem}_per_query.csv").exists(), path.stem
+        sel = cmp[cmp["kind"].isin(TR.TRAINED_KINDS) & (cmp["baseline kind"] == "baseline")]
+        expected |= set(map(tuple, sel[key].values))
+        n_rows += len(sel)
+    # every trained row is there, a row re-evaluated unchanged by a later notebook once
+    assert set(map(tuple, table[key].values)) == expected
+    assert len(expected) <= len(table) <= n_rows
+    assert len(table) == rec["20_trained_rows"]["trained_rows.n"]
+    paired = table[table["vs prompting verdict"] != "not compared"]
+    assert len(paired) == rec["20_trained_rows"]["trained_rows.paired"] >= 1  # 05's smoke row
+    prompting = read_per_query(t / "19_comparisons_per_query.csv")
+    for _, r in paired.iterrows():
+        own = read_per_query(t / f"{r.notebook[:2]}_comparisons_per_query.csv")
+        own = own[(own.dataset == r.dataset) & (own.retriever == r.retriever) &
+                  (own.metric == r.metric) & (own.method == r.method)].set_index("qid").value
+        base = prompting[(prompting.dataset == r.dataset) & (prompting.retriever == r.retriever)
+                         & (prompting.method == TR.PROMPTING_METHOD)].set_index("qid").value
+        assert r["vs prompting"] == pytest.approx((own - base.loc[own.index]).mean(), abs=1e-4)
+        assert r["vs prompting lo"] <= r["vs prompting"] <= r["vs prompting hi"]
+    unpaired = table[table["vs prompting verdict"] == "not compared"]
+    assert (unpaired["prompting note"].astype(str).str.len() > 0).all()

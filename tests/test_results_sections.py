@@ -14,7 +14,7 @@ from qrlib.workbook import results
 REPO = Path(__file__).resolve().parents[1]
 
 # RESULTS.md's sections, in the order they appear
-EXPECTED = ["scoreboard", "baselines", "fusion", "rewards", "bandits", "rl", "acqo",
+EXPECTED = ["scoreboard", "trained rows", "seeds", "baselines", "fusion", "rewards", "bandits", "rl", "acqo",
             "acqo transfer", "acqo ablation", "sage", "rl-qr", "beyond BEIR", "sql", "evidence",
             "prompting", "timings", "gaps", "other tables"]
 

@@ -93,7 +93,7 @@ import torch
 
 from qrlib import plots
 from qrlib.core.io import read_table, save_json, save_table
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.generation import engine, policy, rewrite
 from qrlib.generation.contract import DecodingContract
@@ -371,10 +371,10 @@ results
 
 # %%
 cmp = comparison_table(V.comparison_rows(per_query, row_scale, seed=seed))
-save_table(cmp, "05_comparisons", tables_dir,
-           caption=f"Per-query nDCG@10 differences of the trained adapters against the raw claim "
-                   f"and the untrained model, with 95 % paired-bootstrap intervals over the test "
-                   f"claims (qrlib.eval.compare schema) [profile: {profile}]")
+save_comparisons(cmp, "05_comparisons", tables_dir,
+                 caption=f"Per-query nDCG@10 differences of the trained adapters against the raw claim "
+                         f"and the untrained model, with 95 % paired-bootstrap intervals over the test "
+                         f"claims (qrlib.eval.compare schema) [profile: {profile}]")
 cmp
 
 # %% [markdown]

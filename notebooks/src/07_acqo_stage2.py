@@ -98,6 +98,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
+from qrlib.eval.compare import save_comparisons
 from qrlib.data import rows as qrows
 from qrlib.eval import published
 from qrlib.eval.scale import SCALE_COLUMNS
@@ -305,10 +306,10 @@ PER_QUESTION.shape
 # %%
 COMPARISONS = st2.comparisons(PER_Q, KIND, TRAINED_BY, VALID, retrievers, bootstrap=bootstrap,
                               seed=seed)
-save_table(COMPARISONS.round(4), "07_comparisons", tables_dir,
-           caption="Every row minus the raw question, and ACQO (Stage I+II) minus every other "
-                   "row, nDCG@10, 95% paired bootstrap over the test questions "
-                   f"(qrlib.eval.compare schema) [profile: {profile}]")
+save_comparisons(COMPARISONS, "07_comparisons", tables_dir,
+                 caption="Every row minus the raw question, and ACQO (Stage I+II) minus every other "
+                         "row, nDCG@10, 95% paired bootstrap over the test questions "
+                         f"(qrlib.eval.compare schema) [profile: {profile}]")
 COMPARISONS[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi"]].round(3)
 
 # %% [markdown]

@@ -96,7 +96,7 @@ from IPython.display import Markdown
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
 from qrlib.eval import curves
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.generation.prompts import REGISTRY, as_template
 from qrlib.methods.sage import pipeline as sage, pools, study
 from qrlib.rl.health import health_report
@@ -177,8 +177,8 @@ _ = plots.save_figure(fig, "08_best_of_n", figures_dir, profile=profile,
 # %%
 BON_CMP = pools.family_comparisons(SCORED, list(FAMILIES), (1, max(bon_ns)),
                                    resamples=bootstrap, seed=seed)
-save_table(BON_CMP.round(4), "08_best_of_n_comparisons", tables_dir,
-           caption=pools.CAPTIONS["08_best_of_n_comparisons"])
+save_comparisons(BON_CMP, "08_best_of_n_comparisons", tables_dir,
+                 caption=pools.CAPTIONS["08_best_of_n_comparisons"])
 BON_CMP[["dataset", "retriever", "method", "baseline", "diff", "lo", "hi", "wins", "losses",
          "test queries"]].round(3)
 
@@ -367,7 +367,7 @@ STRAT_CHOICE.round(2)
 
 # %%
 CMP = comparison_table(COMPARISONS)
-save_table(CMP.round(4), "08_comparisons", tables_dir, caption=study.caption("08_comparisons"))
+save_comparisons(CMP, "08_comparisons", tables_dir, caption=study.caption("08_comparisons"))
 CMP[["paper", "dataset", "retriever", "method", "baseline", "diff", "lo", "hi",
      "RL steps"]].round(3)
 

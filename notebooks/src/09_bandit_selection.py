@@ -95,7 +95,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import cache_dir as shared_cache, save_json, save_table
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.methods.bandits import bandits as B
 from qrlib.methods.bandits import study as BS
 
@@ -365,10 +365,10 @@ P = BS.PairedChecks.from_runs(res, budgets, labels, dataset="+".join(datasets),
                               retriever=retriever, seed=seed)
 checks = BS.direction_checks(P, pm, gain if len(hier) else None)
 check_df = pd.DataFrame(checks, columns=BS.CHECK_COLUMNS)
-save_table(comparison_table(P.rows), "09_comparisons", tables_dir,
-           caption=f"The paired comparisons behind the direction checks (qrlib.eval.compare "
-                   f"schema; per-request precision, 95% paired bootstrap over requests) "
-                   f"[profile: {profile}]")
+save_comparisons(comparison_table(P.rows), "09_comparisons", tables_dir,
+                 caption=f"The paired comparisons behind the direction checks (qrlib.eval.compare "
+                         f"schema; per-request precision, 95% paired bootstrap over requests) "
+                         f"[profile: {profile}]")
 save_table(check_df, "09_direction_checks", tables_dir,
            caption=f"Direction of the paper's findings on this run [profile: {profile}]")
 order_small = BS.order_small(pm, budgets)

@@ -58,7 +58,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_table
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.eval.prose import paragraph
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.methods.deepretrieval import evaluation as E
@@ -134,11 +134,11 @@ def method_scale(name, method, n_test):
 vs_rows = E.vs_raw_rows(PERQ, method_scale, resamples=10_000, seed=seed)
 vs_raw = comparison_table(vs_rows) if vs_rows else pd.DataFrame()
 if len(vs_raw):
-    save_table(vs_raw, "10_comparisons", tables_dir,
-               caption=("nDCG@10 of each method minus the raw query's on the same test queries, "
-                        "95% paired-bootstrap interval [lo, hi] (qrlib.eval.compare schema); "
-                        f"training scale ({', '.join(SCALE_COLUMNS)}) from each run's log "
-                        f"[profile: {profile}]"))
+    save_comparisons(vs_raw, "10_comparisons", tables_dir,
+                     caption=("nDCG@10 of each method minus the raw query's on the same test queries, "
+                              "95% paired-bootstrap interval [lo, hi] (qrlib.eval.compare schema); "
+                              f"training scale ({', '.join(SCALE_COLUMNS)}) from each run's log "
+                              f"[profile: {profile}]"))
 vs_raw
 
 # %% [markdown]

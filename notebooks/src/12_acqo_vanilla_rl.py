@@ -89,6 +89,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
+from qrlib.eval.compare import save_comparisons
 from qrlib.data import datasets as qdata
 from qrlib.data import rows as qrows
 from qrlib.eval.scale import SCALE_COLUMNS
@@ -247,11 +248,11 @@ RESULTS.round(3)
 # %%
 COMPARISONS = van.comparisons(PER_Q, ACQO_PER_Q, THEIRS, LOGS, VALID, model=model,
                               bootstrap=bootstrap, seed=seed)
-save_table(COMPARISONS.round(4), "12_comparisons", tables_dir,
-           caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
-                   "the test questions; the qrlib.eval.compare schema): vanilla RL against the "
-                   "raw question, the untrained single query and the rule split; ACQO minus "
-                   "vanilla RL")
+save_comparisons(COMPARISONS, "12_comparisons", tables_dir,
+                 caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
+                         "the test questions; the qrlib.eval.compare schema): vanilla RL against the "
+                         "raw question, the untrained single query and the rule split; ACQO minus "
+                         "vanilla RL")
 COMPARISONS[["method", "baseline", "score", "baseline score", "diff", "lo", "hi", "wins",
              "losses", "RL steps", "train queries", "test queries"]].round(3)
 

@@ -93,7 +93,7 @@ from qrlib.core.io import save_json, save_table
 from qrlib.data import datasets as qdata
 from qrlib.data import rows as qrows
 from qrlib.eval import published
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.generation import engine, policy, prompts
 from qrlib.methods.deepretrieval import sql_report as Q
@@ -256,9 +256,9 @@ save_table(TABLE3.round(4), "13_sql_results", tables_dir,
                    f"training scale ({', '.join(SCALE_COLUMNS)}) from the runs' logs")
 COMPARISONS = comparison_table(Q.comparison_rows(SCORES, SCALE, base=Q.BASE,
                                                  resamples=bootstrap, seed=seed))
-save_table(COMPARISONS.round(4), "13_comparisons", tables_dir,
-           caption="Each row minus the zero-shot model without reasoning, execution accuracy, "
-                   "95% paired bootstrap over the test questions (qrlib.eval.compare schema)")
+save_comparisons(COMPARISONS, "13_comparisons", tables_dir,
+                 caption="Each row minus the zero-shot model without reasoning, execution accuracy, "
+                         "95% paired bootstrap over the test questions (qrlib.eval.compare schema)")
 for key, value in Q.result_records(TABLE3, COMPARISONS).items():
     record(key, value)
 TABLE3.round(3)

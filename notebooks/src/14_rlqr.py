@@ -94,6 +94,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
+from qrlib.eval.compare import save_comparisons
 from qrlib.eval import published
 from qrlib.generation import prompts
 from qrlib.generation.contract import DecodingContract
@@ -221,8 +222,8 @@ RESULTS, COMPARISONS, PER_Q = study.evaluate(DATA, RETRIEVERS, retrievers, REWRI
                                              resamples=bootstrap, seed=seed)
 save_table(RESULTS.round(4), "14_rlqr_results", tables_dir,
            caption=study.caption("14_rlqr_results", profile=profile))
-save_table(COMPARISONS.round(4), "14_comparisons", tables_dir,
-           caption=study.caption("14_comparisons", profile=profile))
+save_comparisons(COMPARISONS, "14_comparisons", tables_dir,
+                 caption=study.caption("14_comparisons", profile=profile))
 RESULTS.round(3)
 
 # %%

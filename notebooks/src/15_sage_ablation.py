@@ -83,7 +83,7 @@ from IPython.display import Markdown
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
 from qrlib.eval import curves, published
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.methods.sage import pipeline as sage, study
 from qrlib.rl.health import health_report
 from qrlib.eval.findings import what_we_found
@@ -168,8 +168,8 @@ EV = study.evaluate_runs(model, {LABEL[v.key]: v for v in ROWS}, SUMMARIES, SAGE
 ABLATION, CMP = EV.results, comparison_table(EV.comparisons)
 save_table(ABLATION.round(4), "15_sage_ablation", tables_dir,
            caption=study.caption("15_sage_ablation", profile=profile))
-save_table(CMP.round(4), "15_comparisons", tables_dir,
-           caption=study.caption("15_comparisons", profile=profile))
+save_comparisons(CMP, "15_comparisons", tables_dir,
+                 caption=study.caption("15_comparisons", profile=profile))
 ABLATION[["dataset", "model", "nDCG@10", "ΔnDCG@10 vs raw", "lo", "hi", "modified",
           "format ok", "RL steps"]].round(3)
 

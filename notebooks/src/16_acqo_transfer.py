@@ -83,7 +83,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.generation import engine
 from qrlib.methods.acqo import study
 from qrlib.methods.acqo import transfer_study as ts
@@ -206,10 +206,10 @@ ts.answer_examples(TEST, ANSWERS, list(ROWS), n_examples)
 
 # %%
 CMP = comparison_table(cmp_rows + reader_cmp)
-save_table(CMP.round(4), "16_comparisons", tables_dir,
-           caption=("Every row minus the raw question: nDCG@10 on every test set and retriever, "
-                    "and the reader's EM / F1; 95% paired bootstrap over the test questions "
-                    f"(qrlib.eval.compare schema) [profile: {profile}]"))
+save_comparisons(CMP, "16_comparisons", tables_dir,
+                 caption=("Every row minus the raw question: nDCG@10 on every test set and retriever, "
+                          "and the reader's EM / F1; 95% paired bootstrap over the test questions "
+                          f"(qrlib.eval.compare schema) [profile: {profile}]"))
 fig = ts.delta_figure(CMP, retrievers=eval_retrievers, datasets=test_datasets, in_domain=IN_DOMAIN)
 _ = plots.save_figure(fig, "16_transfer", figures_dir, profile=profile,
                       setting=f"{model}; {', '.join(f'{n}: {len(TEST[n].queries)} q' for n in TEST)}",

@@ -83,7 +83,7 @@ import pandas as pd
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
 from qrlib.eval import curves, published
-from qrlib.eval.compare import comparison_table
+from qrlib.eval.compare import comparison_table, save_comparisons
 from qrlib.eval.scale import SCALE_COLUMNS
 from qrlib.generation.contract import DecodingContract
 from qrlib.methods.deepretrieval import evidence as ev
@@ -227,11 +227,11 @@ save_table(EVIDENCE.round(4), "17_evidence", tables_dir,
                     "injected answer strings removed, with format, modification and injection "
                     f"rates (DeepRetrieval Table 1 right, Fig. 3; string-match injection test) "
                     f"[profile: {profile}]"))
-save_table(CMP.round(4), "17_comparisons", tables_dir,
-           caption=("Rewrite vs raw question, rewrite vs cleaned rewrite, cleaned rewrite vs "
-                    "raw question and, where both runs exist, the rewriter with reasoning vs "
-                    "without; H@N, 95% paired bootstrap over the test questions, with the "
-                    f"rewriter's training scale ({', '.join(SCALE_COLUMNS)}) [profile: {profile}]"))
+save_comparisons(CMP, "17_comparisons", tables_dir,
+                 caption=("Rewrite vs raw question, rewrite vs cleaned rewrite, cleaned rewrite vs "
+                          "raw question and, where both runs exist, the rewriter with reasoning vs "
+                          "without; H@N, 95% paired bootstrap over the test questions, with the "
+                          f"rewriter's training scale ({', '.join(SCALE_COLUMNS)}) [profile: {profile}]"))
 EVIDENCE.round(3)
 
 # %% [markdown]

@@ -96,6 +96,7 @@ from IPython.display import Markdown
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
+from qrlib.eval.compare import save_comparisons
 from qrlib.data import datasets as qdata
 from qrlib.eval import published
 from qrlib.generation import engine
@@ -225,10 +226,10 @@ save_table(ABLATION.round(4), "18_ablation", tables_dir,
            caption="ACQO Table 5's rows on 07's test questions: nDCG@3, R@3, R@10, MAP@10, "
                    "nDCG@10, fusion at test, sub-queries per question, and each row's training "
                    f"scale from its runs' logs [profile: {profile}]")
-save_table(COMPARISONS.round(4), "18_comparisons", tables_dir,
-           caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
-                   "the test questions; the qrlib.eval.compare schema): every row against the "
-                   "raw question, and ACQO against every ablated row")
+save_comparisons(COMPARISONS, "18_comparisons", tables_dir,
+                 caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
+                         "the test questions; the qrlib.eval.compare schema): every row against the "
+                         "raw question, and ACQO against every ablated row")
 ABLATION.drop(columns=["policy"], errors="ignore").round(3)
 
 # %% [markdown]

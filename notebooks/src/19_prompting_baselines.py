@@ -77,6 +77,7 @@ from IPython.display import Markdown, display
 
 from qrlib import plots
 from qrlib.core.io import save_json, save_table
+from qrlib.eval.compare import save_comparisons
 from qrlib.generation import policy, rewrite
 from qrlib.methods.prompting import spqe, study
 from qrlib.rl.release import release_memory
@@ -194,9 +195,9 @@ with pd.option_context("display.max_columns", None, "display.width", 250):
 
 # %%
 cmp = study.comparisons(SCORES, main, model=model, resamples=bootstrap, seed=seed)
-save_table(cmp, "19_comparisons", tables_dir,
-           caption=study.caption("19_comparisons", main=main, bootstrap=bootstrap,
-                                 profile=profile))
+save_comparisons(cmp, "19_comparisons", tables_dir,
+                 caption=study.caption("19_comparisons", main=main, bootstrap=bootstrap,
+                                       profile=profile))
 with pd.option_context("display.max_columns", None, "display.width", 250):
     display(cmp[["dataset", "retriever", "method", "score", "baseline score", "diff", "lo",
                  "hi", "wins", "losses", "test queries"]])

@@ -19,7 +19,12 @@ Every "rewrite vs raw query" result of the workbook is one row of the same shape
   at test beside training's (:data:`qrlib.eval.scale.VALIDITY_COLUMNS`; tables written before
   they existed are read without them).
 
-Pure functions of their arguments; saving is the caller's (:func:`qrlib.core.io.save_table`).
+Each row keeps the per-query values it was computed from (:class:`Row`), and
+:func:`comparison_table` gathers them, one value per query of every method and baseline, in
+its ``attrs``; :func:`save_comparisons` writes the table and, beside it,
+``<name>_per_query.csv`` (:data:`PER_QUERY_COLUMNS`), so a later reader can pair any two
+rows of any notebooks on the same test queries (the trained-row table pairs every trained
+row with the prompting baseline of notebook 19). Pure functions but :func:`save_comparisons`.
 """
 from __future__ import annotations
 
@@ -39,6 +44,15 @@ STAT_COLUMNS = ("score", "baseline score", "diff", "lo", "hi", "p<=0", "wins", "
 REQUIRED_COLUMNS = KEY_COLUMNS + STAT_COLUMNS + tuple(SCALE_COLUMNS)
 COMPARISON_COLUMNS = REQUIRED_COLUMNS + tuple(VALIDITY_COLUMNS)
 NO_VALIDITY = validity_columns(None)  # a row without a model: NaN, NaN, no flag
+PER_QUERY_COLUMNS = ("paper", "dataset", "retriever", "metric", "method", "qid", "value")
+_PQ_KEY = ["paper", "dataset", "retriever", "metric", "method"]
+
+
+class Row(dict):
+    """A comparison row (a plain ``dict`` of :data:`COMPARISON_COLUMNS`) that also carries
+    ``per_query``: ``{method: {qid: value}, baseline: {qid: value}}`` over its paired
+    queries (read by :func:`comparison_table`; lost by ``dict(row)``)."""
+    per_query: dict[str, dict[str, float]]
 
 
 def untrained_scale(test_queries: int, policy: str | None = None) -> dict[str, Any]:
@@ -64,9 +78,9 @@ def compare(scores: Mapping[str, float], baseline_scores: Mapping[str, float], *
                         ("metric", metric), ("method", method), ("baseline", baseline)):
         if not isinstance(value, str) or not value.strip():
             raise QrlibError(f"compare: {name} must be a non-empty string, got {value!r}")
-    bs = paired_bootstrap({str(k): v for k, v in scores.items()},
-                          {str(k): v for k, v in baseline_scores.items()},
-                          n=resamples, level=level, seed=seed)
+    scores = {str(k): v for k, v in scores.items()}
+    baseline_scores = {str(k): v for k, v in baseline_scores.items()}
+    bs = paired_bootstrap(scores, baseline_scores, n=resamples, level=level, seed=seed)
     scale = dict(scale) if scale is not None else untrained_scale(bs["n_queries"])
     missing = [c for c in SCALE_COLUMNS if c not in scale]
     if missing:
@@ -75,20 +89,26 @@ def compare(scores: Mapping[str, float], baseline_scores: Mapping[str, float], *
     if int(scale["test queries"]) != bs["n_queries"]:
         raise QrlibError(f"compare: scale says {scale['test queries']} test queries, the "
                          f"scores pair {bs['n_queries']}")
-    return {"paper": paper, "dataset": dataset, "retriever": retriever, "metric": metric,
+    row = Row({"paper": paper, "dataset": dataset, "retriever": retriever, "metric": metric,
             "method": method, "kind": kind, "baseline": baseline, "baseline kind": baseline_kind,
             "score": bs["mean_a"], "baseline score": bs["mean_b"], "diff": bs["diff"],
             "lo": bs["lo"], "hi": bs["hi"], "p<=0": bs["p_le_0"], "wins": bs["wins"],
             "losses": bs["losses"], "ties": bs["ties"], "level": level, "resamples": resamples,
             **{c: scale[c] for c in SCALE_COLUMNS},
-            **{c: scale.get(c, NO_VALIDITY[c]) for c in VALIDITY_COLUMNS}}
+            **{c: scale.get(c, NO_VALIDITY[c]) for c in VALIDITY_COLUMNS}})
+    row.per_query = {baseline: {q: float(baseline_scores[q]) for q in scores},
+                     method: {q: float(v) for q, v in scores.items()}}
+    return row
 
 
 def comparison_table(rows: Iterable[Mapping[str, Any]]) -> Any:
     """The rows as a DataFrame in :data:`COMPARISON_COLUMNS` order (a one-line error when a
-    row lacks a column or two rows compare the same method and baseline twice)."""
+    row lacks a column or two rows compare the same method and baseline twice), with the
+    rows' per-query values in ``attrs["per_query"]`` (:func:`per_query_table`)."""
     import pandas as pd
 
+    rows = list(rows)
+    per_query = per_query_table(rows)
     rows = [dict(r) for r in rows]
     if not rows:
         raise QrlibError("comparison_table: no rows")
@@ -100,7 +120,73 @@ def comparison_table(rows: Iterable[Mapping[str, Any]]) -> Any:
         r = dup.iloc[0]
         raise QrlibError(f"comparison_table: {r.method} vs {r.baseline} on {r.dataset}/"
                          f"{r.retriever} ({r.metric}) appears {len(dup)} times")
-    return df[list(COMPARISON_COLUMNS)]
+    df = df[list(COMPARISON_COLUMNS)]
+    df.attrs["per_query"] = per_query
+    return df
+
+
+def per_query_table(rows: Iterable[Mapping[str, Any]]) -> Any:
+    """The per-query values behind comparison rows (:class:`Row`), one per (paper, dataset,
+    retriever, metric, method, qid), in :data:`PER_QUERY_COLUMNS`; ``None`` when a row
+    does not carry them. A method whose value for one query differs between two rows is a
+    one-line error (two different things under one name)."""
+    import pandas as pd
+
+    out: dict[tuple[str, ...], float] = {}
+    for r in rows:
+        pq = getattr(r, "per_query", None)
+        if pq is None:
+            return None
+        for name, values in pq.items():
+            for q, v in values.items():
+                key = (r["paper"], r["dataset"], r["retriever"], r["metric"], name, q)
+                old = out.setdefault(key, v)
+                if not (old == v or (old != old and v != v)):
+                    raise QrlibError(f"comparison_table: {name} on {r['dataset']}/"
+                                     f"{r['retriever']} ({r['metric']}) has two values for "
+                                     f"query {q} ({old} and {v}); give the two rows different "
+                                     "method names")
+    return pd.DataFrame([(*k, v) for k, v in out.items()], columns=list(PER_QUERY_COLUMNS))
+
+
+def save_comparisons(df: Any, name: str, tables_dir: Any, *, caption: str = "",
+                     digits: int | None = 4) -> dict[str, Any]:
+    """Save a :func:`comparison_table` as ``<name>.csv|md`` (rounded to ``digits``) and its
+    per-query values as ``<name>_per_query.csv`` (full precision). A table that lost its
+    per-query values (built without :func:`comparison_table`, or concatenated) is a
+    one-line error before anything is written."""
+    from pathlib import Path
+
+    from qrlib.core.io import atomic_write, save_table
+
+    per_query = df.attrs.get("per_query")
+    if per_query is None:
+        raise QrlibError(f"save_comparisons: {name} carries no per-query values; build it with "
+                         "qrlib.eval.compare.comparison_table from compare() rows")
+    check_comparisons(df, name)
+    have = set(map(tuple, per_query[_PQ_KEY].drop_duplicates().itertuples(index=False)))
+    for _, r in df.iterrows():
+        for m in (r["method"], r["baseline"]):
+            if (r["paper"], r["dataset"], r["retriever"], r["metric"], m) not in have:
+                raise QrlibError(f"save_comparisons: {name} has no per-query values of {m} on "
+                                 f"{r['dataset']}/{r['retriever']} ({r['metric']})")
+    out = save_table(df.round(digits) if digits is not None else df, name, tables_dir,
+                     caption=caption)
+    path = Path(tables_dir) / f"{name}_per_query.csv"
+    atomic_write(path, per_query.to_csv(index=False))
+    return {**out, "per_query": path}
+
+
+def read_per_query(path: Any) -> Any:
+    """A ``<name>_per_query.csv`` written by :func:`save_comparisons` (a one-line error when
+    it lacks a :data:`PER_QUERY_COLUMNS` column); query ids are read as strings."""
+    from qrlib.core.io import read_table
+
+    df = read_table(path, dtype={"qid": str})
+    missing = [c for c in PER_QUERY_COLUMNS if c not in df.columns]
+    if missing:
+        raise QrlibError(f"{path}: not a per-query table, it lacks {', '.join(missing)}")
+    return df
 
 
 def check_comparisons(df: Any, source: str) -> Any:

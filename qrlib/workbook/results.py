@@ -36,6 +36,7 @@ from qrlib.workbook.profiles import load_profile, long_notebooks
 from qrlib.workbook.publish import timing_table
 from qrlib.workbook.resultsdoc import Doc, Section, cite, md_table
 from qrlib.workbook import scoreboard
+from qrlib.workbook.trained_sections import seeds_section, trained_rows_section
 
 #: The entry-point group of the papers' sections: ``<paper> = "<module>:SECTIONS"``.
 GROUP = "qrlib.results"
@@ -438,7 +439,8 @@ def _scoreboard(d: Doc) -> str:
 
 
 SHARED_SECTIONS: list[Section] = [
-    (10, "scoreboard", _scoreboard), (20, "baselines", _baselines), (40, "rewards", _rewards),
+    (10, "scoreboard", _scoreboard), (13, "trained rows", trained_rows_section),
+    (16, "seeds", seeds_section), (20, "baselines", _baselines), (40, "rewards", _rewards),
     (160, "timings", _timings), (170, "gaps", _gaps), (180, "other tables", _other_tables)]
 
 

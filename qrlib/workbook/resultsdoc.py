@@ -8,10 +8,10 @@ and :func:`comparisons_section` are the helpers sections share. The shared secti
 A section is a :data:`Section`, ``(order, title, function)``: ``function(doc)`` returns its
 Markdown (``""`` to leave it out), ``title`` heads the "not available" note when it fails,
 and ``order`` places it: RESULTS.md sorts all sections, shared and papers', by this number
-(each number used once). Today's are in steps of 10: scoreboard 10, baselines 20, fusion
-30, rewards 40, bandits 50, rl 60, acqo 70, acqo transfer 80, acqo ablation 90, sage 100,
-rl-qr 110, beyond BEIR 120, sql 130, evidence 140, prompting 150, timings 160, gaps 170,
-other tables 180; a new section takes a free number between its neighbours.
+(each number used once). Today's are in steps of 10: scoreboard 10, trained rows 13 and
+seeds 16 (:mod:`qrlib.workbook.trained_sections`), baselines 20, fusion 30, rewards 40,
+bandits 50, rl 60, acqo 70, acqo transfer 80, acqo ablation 90, sage 100, rl-qr 110, beyond
+BEIR 120, sql 130, evidence 140, prompting 150, timings 160, gaps 170, other tables 180; a new section takes a free number between its neighbours.
 """
 from __future__ import annotations
 

@@ -1,0 +1,107 @@
+"""RESULTS.md sections on the trained rows as a whole: every trained row against the raw
+query and the prompting baseline (notebook 20's ``20_trained_rows``), and how far another
+seed moves the headline rows (:mod:`qrlib.eval.seeds`). Shared sections of
+:mod:`qrlib.workbook.results`."""
+from __future__ import annotations
+
+from typing import Any
+
+from qrlib.eval import seeds
+from qrlib.workbook.resultsdoc import Doc, cite, md_table
+
+TRAINED = "20_trained_rows"
+
+
+def _interval(d: Doc, r: Any, col: str) -> str:
+    if r[col] != r[col]:
+        return "–"
+    return d.interval(r[col], r[f"{col} lo"], r[f"{col} hi"]) + f" {r[f'{col} verdict']}"
+
+
+def _scale(d: Doc, r: Any) -> str:
+    if not (r["RL steps"] or r["SFT steps"]):
+        return "untrained"
+    parts = [f"{d.n(r['RL steps'], '.0f')} RL"] if r["RL steps"] else []
+    parts += [f"{d.n(r['SFT steps'], '.0f')} SFT"] if r["SFT steps"] else []
+    note = f" ({r['scale note']})" if isinstance(r["scale note"], str) and r["scale note"] else ""
+    return (" + ".join(parts) + f" steps, {d.n(r['train queries'], '.0f')} q, "
+            f"{d.n(r['rollouts'], ',.0f')} rollouts, {d.n(r['train min'], '.0f')} min{note}")
+
+
+def trained_rows_section(d: Doc) -> str:
+    """Every trained row of the profile (notebook 20), empty until notebook 20 has run."""
+    if not d.has(TRAINED):
+        return ""
+    t = d.t(TRAINED)
+    rows = [[f"{r.notebook[:2]}", f"{r.dataset}/{r.retriever}", r.metric, r.method,
+             _interval(d, r, "vs raw"),
+             _interval(d, r, "vs prompting") if r["vs prompting"] == r["vs prompting"]
+             else f"– ({r['prompting note']})",
+             d.n(r["test valid"], ".2f"), r.collapse, _scale(d, r)]
+            for _, r in t.iterrows()]
+    both = t[(t["vs raw verdict"] == "beats") & (t["vs prompting verdict"] == "beats")]
+    lead = (f"{len(both)} of {len(t)} trained rows beat both the raw query and the prompting "
+            "baseline with intervals above 0" + (": " + "; ".join(
+                f"{r.method} ({r.dataset}/{r.retriever})" for _, r in both.iterrows())
+                if len(both) else "") + ".")
+    head = ["nb", "test set", "metric", "trained row", "Δ vs raw [95% CI]",
+            "Δ vs prompting baseline [95% CI]", "test valid", "collapse (last quarter)",
+            "training scale"]
+    return (f"## Every trained row against the raw query and the prompting baseline "
+            f"(notebook 20: {cite(TRAINED)})\n\n"
+            "Each trained row of the training notebooks against the raw query (the notebook's "
+            "own paired comparison) and, paired on the same test queries, against notebook "
+            "19's prompting baseline (its prompt chosen on training queries); a row without a "
+            "prompting comparison says why. " + lead + "\n\n" + md_table(head, rows) + "\n")
+
+
+def headline_rows(t: Any) -> Any:
+    """The rows trained with three seeds: every trained row whose interval against the raw
+    query excludes 0, and ACQO's trained rows."""
+    return t[(t["vs raw verdict"] != "is not distinguishable from") | (t["paper"] == "acqo")]
+
+
+def _replica(d: Doc, diff: float, lo: float, hi: float, seed: int, table: str) -> str:
+    src = f"tables/{d.profile}{seeds.SEED_SUFFIX}{seed}/{table}.csv"
+    return (f"{d.n(diff, signed=True, derived=src)} [{d.n(lo, signed=True, derived=src)}, "
+            f"{d.n(hi, signed=True, derived=src)}]")
+
+
+def seeds_section(d: Doc) -> str:
+    """The headline rows' difference to the raw query at each seed that ran."""
+    if not d.has(TRAINED):
+        return ""
+    head_rows = headline_rows(d.t(TRAINED))
+    rows, cited = [], [TRAINED]
+    for nb, group in head_rows.groupby("notebook", sort=True):
+        table = f"{nb[:2]}_comparisons"
+        if not d.has(table):
+            continue
+        cmp = d.t(table)
+        cited.append(table)
+        keys = group[["paper", "dataset", "retriever", "metric", "method"]]
+        sel = cmp.merge(keys, on=list(keys.columns))
+        sel = sel[sel["baseline kind"] == "baseline"]
+        sp = seeds.spread(sel, table, d.tables_dir)
+        for _, r in sp.iterrows():
+            src = "mean of the seeds' diff in " + table
+            rows.append([nb[:2], f"{r.dataset}/{r.retriever}", r.method, str(int(r.seeds)),
+                         "; ".join(f"{s}: " + d.interval(*(float(x) for x in (a, lo, hi)))
+                                   if s == 0 else f"{s}: {_replica(d, a, lo, hi, s, table)}"
+                                   for s, a, lo, hi in r.runs) if r.seeds > 1 else "seed 0 only",
+                         d.n(r["diff mean"], signed=True, derived=src),
+                         f"{d.n(r['diff min'], signed=True, derived=src)} to "
+                         f"{d.n(r['diff max'], signed=True, derived=src)}",
+                         r["every seed"]])
+    if not rows:
+        return ""
+    replicas = [p.name for _, p in seeds.replica_dirs(d.tables_dir)]
+    where = (", ".join(f"`tables/{n}/`" for n in replicas) if replicas else
+             f"none yet (`params/{d.profile}-seed1.yaml` and `-seed2.yaml` have not run)")
+    return (f"## How far another seed moves the headline rows ({cite(*cited)})\n\n"
+            "Training is not bit-reproducible here, so each headline row (every trained row "
+            "whose interval against the raw query excludes 0, and ACQO) is trained again "
+            f"with seeds 1 and 2 (seed replicas: {where}). A scoreboard claim holds only when "
+            "it holds at every seed that ran.\n\n"
+            + md_table(["nb", "test set", "trained row", "seeds", "Δ vs raw per seed [95% CI]",
+                        "mean Δ", "range", "every seed"], rows) + "\n")

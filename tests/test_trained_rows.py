@@ -1,0 +1,103 @@
+"""The trained-row table (qrlib.eval.trained_rows): each trained row against the raw query
+and, paired on the same queries, against notebook 19's prompting baseline."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from qrlib.core.errors import QrlibError
+from qrlib.eval import compare as C
+from qrlib.eval import trained_rows as T
+from qrlib.eval.scale import scale_columns
+
+
+def _log(copy=0.0, echo=0.0, steps=60):
+    return pd.DataFrame({"step": range(1, steps + 1), "qids": ["a;b"] * steps,
+                         "rollouts": [16] * steps, "step_seconds": [20.0] * steps,
+                         "format_valid": [1.0] * steps, "copy": [copy] * steps,
+                         "echo": [echo] * steps})
+
+
+def _notebook(tmp_path, raw, trained, *, name="05", dataset="scifact", log=None):
+    KW = dict(paper="deepretrieval", dataset=dataset, retriever="bm25", metric="nDCG@10")
+    scale = scale_columns("qwen", [log if log is not None else _log()],
+                          test_queries=len(raw), test_valid=0.98)
+    rows = [C.compare(trained, raw, method="trained-bm25", kind="trained", baseline="raw",
+                      scale=scale, resamples=500, **KW),
+            C.compare(raw, raw, method="untrained", kind="untrained", baseline="raw",
+                      resamples=500, **KW)]
+    C.save_comparisons(C.comparison_table(rows), f"{name}_comparisons", tmp_path)
+
+
+def _prompting(tmp_path, raw, best):
+    KW = dict(paper="prompting", dataset="scifact", retriever="bm25", metric="nDCG@10")
+    rows = [C.compare(best, raw, method="best-prompt", kind="untrained", baseline="raw",
+                      resamples=500, **KW)]
+    C.save_comparisons(C.comparison_table(rows), "19_comparisons", tmp_path)
+
+
+def _scores(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    raw = {f"q{i}": float(v) for i, v in enumerate(rng.uniform(0, 1, n))}
+    return raw, {q: v + 0.05 for q, v in raw.items()}, {q: v + 0.02 for q, v in raw.items()}
+
+
+def test_a_trained_row_is_paired_with_the_prompting_baseline_on_its_queries(tmp_path):
+    raw, trained, best = _scores()
+    _notebook(tmp_path, raw, trained)
+    _prompting(tmp_path, raw, best)
+    cmp, pq, missing = T.load_notebook_tables(tmp_path, ["05_vanilla_rl", "08_sage"])
+    assert missing == ["08_sage"]
+    table, rows = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=500)
+    assert list(table.columns) == list(T.TRAINED_COLUMNS) and len(table) == 1  # untrained left out
+    r = table.iloc[0]
+    assert r["vs raw"] == pytest.approx(0.05) and r["vs raw verdict"] == "beats"
+    assert r["vs prompting"] == pytest.approx(0.03) and r["vs prompting verdict"] == "beats"
+    assert r["prompting score"] == pytest.approx(np.mean(list(best.values())))
+    assert r["collapse"] == "none (copy 0.00, echo 0.00)" and r["scale note"] == ""
+    assert r["test valid"] == 0.98 and r["RL steps"] == 60
+    assert rows[0]["baseline kind"] == "untrained" and rows[0]["test queries"] == 40
+
+
+def test_rows_that_cannot_be_paired_say_why(tmp_path):
+    raw, trained, best = _scores()
+    other = {q: v + 0.1 for q, v in raw.items()}  # another collection: the raw scores differ
+    _notebook(tmp_path, other, trained, log=_log(copy=0.95, steps=20))
+    _prompting(tmp_path, raw, best)
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["05_vanilla_rl"])
+    r = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=500)[0].iloc[0]
+    assert r["vs prompting verdict"] == "not compared" and r["vs prompting"] != r["vs prompting"]
+    assert "raw query scores differ from notebook 19's on 40 of 40" in r["prompting note"]
+    assert r["collapse"] == "collapsed: copy 0.95"
+    assert r["scale note"] == "plumbing check, not a result"
+    # a dataset notebook 19 did not score, and no notebook 19 at all
+    _notebook(tmp_path, raw, trained, name="14", dataset="nfcorpus")
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["14_rlqr"])
+    r = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=500)[0].iloc[0]
+    assert r["prompting note"] == "notebook 19 has no prompting baseline on nfcorpus/bm25 in nDCG@10"
+    r = T.trained_table(cmp, pq, None, resamples=500)[0].iloc[0]
+    assert "has not written its per-query values" in r["prompting note"]
+
+
+def test_per_query_values_that_disagree_with_the_table_are_refused(tmp_path):
+    raw, trained, best = _scores()
+    _notebook(tmp_path, raw, trained)
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["05_vanilla_rl"])
+    pq["05_vanilla_rl"].loc[pq["05_vanilla_rl"].method == "trained-bm25", "value"] += 0.5
+    with pytest.raises(QrlibError, match="do not average to its table score"):
+        T.trained_table(cmp, pq, None)
+    assert T.collapse_verdict(float("nan"), 0.0) == "unknown"
+    assert T.collapse_verdict(0.1, 0.97) == "collapsed: echo 0.97"
+
+
+def test_a_row_re_evaluated_unchanged_by_a_later_notebook_is_listed_once(tmp_path):
+    raw, trained, best = _scores()
+    _notebook(tmp_path, raw, trained, name="07")
+    _notebook(tmp_path, raw, trained, name="16")  # the same adapter on the same test set
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["07_acqo_stage2", "16_acqo_transfer"])
+    table = T.trained_table(cmp, pq, None, resamples=200)[0]
+    assert table.notebook.tolist() == ["07_acqo_stage2"]
+    _notebook(tmp_path, raw, {q: v + 0.01 for q, v in trained.items()}, name="16")
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["07_acqo_stage2", "16_acqo_transfer"])
+    assert len(T.trained_table(cmp, pq, None, resamples=200)[0]) == 2  # another evaluation
