@@ -4,6 +4,8 @@ ablation (18). Assembled by :mod:`qrlib.workbook.results` (entry-point group
 ``qrlib.results``)."""
 from __future__ import annotations
 
+from typing import Any
+
 from qrlib.core.errors import QrlibError
 from qrlib.eval.compare import check_comparisons, select
 from qrlib.eval.stats import verdict
@@ -143,9 +145,65 @@ def _acqo_ablation(d: Doc) -> str:
         baseline_kind="trained")
 
 
+#: The sibling profile that trains ACQO with the dense retriever (``params/cpu-acqo-dense.yaml``).
+DENSE_VARIANT = "-acqo-dense"
+_MAIN = "ACQO: Stage I+II ({}-trained)"
+
+
+def _cell(d: Doc, table: Any, searched: str, trained: str, source: str | None) -> str:
+    """``+0.012 [+0.003, +0.021]`` of ACQO trained with ``trained`` searched with
+    ``searched`` on 2Wiki against the raw question, or why the cell is empty."""
+    if table is None:
+        return "not run"
+    sel = table[(table.method == _MAIN.format(trained)) & (table.retriever == searched)
+                & (table["baseline kind"] == "baseline") & (table.metric == "nDCG@10")
+                & (table.dataset == "2wikimultihopqa-mini")]
+    if len(sel) != 1:
+        return "not run"
+    r = sel.iloc[0]
+    if source is None:
+        return d.interval(r["diff"], r.lo, r.hi) + f" ({verdict(r.lo, r.hi)})"
+    vals = [d.n(r[c], signed=True, derived=source) for c in ("diff", "lo", "hi")]
+    return f"{vals[0]} [{vals[1]}, {vals[2]}] ({verdict(r.lo, r.hi)})"
+
+
+def _acqo_retrievers(d: Doc) -> str:
+    """ACQO Fig. 5: the decomposer trained with one retriever and searched with each, on the
+    2Wiki test split: BM25-trained from 07 (BM25) and 16 (dense), dense-trained from the
+    sibling profile ``<profile>-acqo-dense`` (its 07). Empty until 07 has run."""
+    from qrlib.core.io import read_table
+
+    if not d.has("07_comparisons"):
+        return ""
+    own = check_comparisons(d.t("07_comparisons"), "07_comparisons")
+    cited = ["07_comparisons"]
+    transfer = None
+    if d.has("16_comparisons"):
+        transfer = check_comparisons(d.t("16_comparisons"), "16_comparisons")
+        cited.append("16_comparisons")
+    variant = d.root / "tables" / f"{d.profile}{DENSE_VARIANT}" / "07_comparisons.csv"
+    dense = check_comparisons(read_table(variant), str(variant)) if variant.exists() else None
+    src = f"tables/{d.profile}{DENSE_VARIANT}/07_comparisons.csv"
+    rows = [["BM25", _cell(d, own, "bm25", "bm25", None), _cell(d, transfer, "dense", "bm25", None)],
+            ["MiniLM (dense)", _cell(d, dense, "bm25", "dense", src),
+             _cell(d, dense, "dense", "dense", src)]]
+    note = ("" if dense is not None else
+            f" The dense-trained row has not run yet (`params/{d.profile}{DENSE_VARIANT}.yaml`, "
+            "`--only 06 --only 07`).")
+    return (f"## ACQO across training and search retrievers, Fig. 5 ({cite(*cited)})\n\n"
+            "ACQO (Stage I + II) minus the raw question in nDCG@10 on the 2Wiki test split, "
+            "95% paired bootstrap, by the retriever that rewarded training (rows) and the one "
+            "that searches at test (columns): the BM25-trained decomposer from notebooks 07 "
+            "and 16, the dense-trained one from the sibling profile "
+            f"`{d.profile}{DENSE_VARIANT}` (`tables/{d.profile}{DENSE_VARIANT}/`)." + note
+            + "\n\n" + md_table(["trained with", "searched with BM25", "searched with dense"],
+                                rows) + "\n")
+
+
 #: ``(order, title, function)``, in RESULTS.md's order (:mod:`qrlib.workbook.resultsdoc`).
 SECTIONS: list[Section] = [
     (30, "fusion", _fusion),
     (70, "acqo", _acqo),
     (80, "acqo transfer", _acqo_transfer),
+    (85, "acqo retrievers", _acqo_retrievers),
     (90, "acqo ablation", _acqo_ablation)]
