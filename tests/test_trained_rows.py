@@ -101,3 +101,27 @@ def test_a_row_re_evaluated_unchanged_by_a_later_notebook_is_listed_once(tmp_pat
     _notebook(tmp_path, raw, {q: v + 0.01 for q, v in trained.items()}, name="16")
     cmp, pq, _ = T.load_notebook_tables(tmp_path, ["07_acqo_stage2", "16_acqo_transfer"])
     assert len(T.trained_table(cmp, pq, None, resamples=200)[0]) == 2  # another evaluation
+
+
+def test_results_sections_render_the_table_and_the_seed_spread(tmp_path):
+    from qrlib.core.io import save_table
+    from qrlib.workbook import results
+    from qrlib.workbook.resultsdoc import Doc
+    from qrlib.workbook.trained_sections import seeds_section, trained_rows_section
+
+    raw, trained, best = _scores()
+    tables = tmp_path / "tables" / "cpu"
+    _notebook(tables, raw, trained)
+    _prompting(tables, raw, best)
+    cmp, pq, _ = T.load_notebook_tables(tables, ["05_vanilla_rl"])
+    save_table(T.trained_table(cmp, pq, T.prompting_rows(tables), resamples=200)[0],
+               "20_trained_rows", tables)
+    # seed 1 of the headline row (it beats the raw query), a little weaker
+    _notebook(tmp_path / "tables" / "cpu-seed1", raw, {q: v + 0.04 for q, v in raw.items()})
+    d = Doc("cpu", tmp_path)
+    text = trained_rows_section(d) + "\n" + seeds_section(d)
+    assert "1 of 1 trained rows beat both the raw query and the prompting baseline" in text
+    assert "| 05 | scifact/bm25 | nDCG@10 | trained-bm25 | +0.050 [" in text
+    assert "| 05 | scifact/bm25 | trained-bm25 | 2 | 0: +0.050 [" in text
+    assert "| +0.045 | +0.040 to +0.050 | beats |" in text
+    assert results.audit(text, d) == []

@@ -90,12 +90,13 @@ def compare(scores: Mapping[str, float], baseline_scores: Mapping[str, float], *
         raise QrlibError(f"compare: scale says {scale['test queries']} test queries, the "
                          f"scores pair {bs['n_queries']}")
     row = Row({"paper": paper, "dataset": dataset, "retriever": retriever, "metric": metric,
-            "method": method, "kind": kind, "baseline": baseline, "baseline kind": baseline_kind,
-            "score": bs["mean_a"], "baseline score": bs["mean_b"], "diff": bs["diff"],
-            "lo": bs["lo"], "hi": bs["hi"], "p<=0": bs["p_le_0"], "wins": bs["wins"],
-            "losses": bs["losses"], "ties": bs["ties"], "level": level, "resamples": resamples,
-            **{c: scale[c] for c in SCALE_COLUMNS},
-            **{c: scale.get(c, NO_VALIDITY[c]) for c in VALIDITY_COLUMNS}})
+               "method": method, "kind": kind, "baseline": baseline,
+               "baseline kind": baseline_kind, "score": bs["mean_a"],
+               "baseline score": bs["mean_b"], "diff": bs["diff"], "lo": bs["lo"],
+               "hi": bs["hi"], "p<=0": bs["p_le_0"], "wins": bs["wins"],
+               "losses": bs["losses"], "ties": bs["ties"], "level": level,
+               "resamples": resamples, **{c: scale[c] for c in SCALE_COLUMNS},
+               **{c: scale.get(c, NO_VALIDITY[c]) for c in VALIDITY_COLUMNS}})
     row.per_query = {baseline: {q: float(baseline_scores[q]) for q in scores},
                      method: {q: float(v) for q, v in scores.items()}}
     return row

@@ -47,7 +47,7 @@ TRAINED_COLUMNS = (
     "prompting score", "vs prompting", "vs prompting lo", "vs prompting hi",
     "vs prompting verdict", "prompting note", "test valid", "train valid", "train copy",
     "train echo", "collapse", "RL steps", "SFT steps", "train queries", "rollouts",
-    "train min", "scale note")
+    "train min", "scale note", "level")
 
 
 def load_notebook_tables(tables_dir: str | Path, notebooks: list[str]
@@ -178,7 +178,8 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 **{k: r[k] for k in ("RL steps", "SFT steps", "train queries", "rollouts",
                                      "train min")},
                 "scale note": ("plumbing check, not a result" if 0 < steps < PLUMBING_STEPS
-                               else "")})
+                               else ""),
+                "level": float(r["level"])})
     if not rows:
         raise QrlibError("trained_table: no trained row in any comparison table")
     return pd.DataFrame(rows, columns=list(TRAINED_COLUMNS)), cmp_rows

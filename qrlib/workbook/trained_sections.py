@@ -12,10 +12,15 @@ from qrlib.workbook.resultsdoc import Doc, cite, md_table
 TRAINED = "20_trained_rows"
 
 
+#: How a verdict (:func:`qrlib.eval.stats.verdict`) reads in a table cell.
+SHORT = {"beats": "beats", "falls below": "below", "is not distinguishable from": "cannot tell"}
+
+
 def _interval(d: Doc, r: Any, col: str) -> str:
     if r[col] != r[col]:
         return "–"
-    return d.interval(r[col], r[f"{col} lo"], r[f"{col} hi"]) + f" {r[f'{col} verdict']}"
+    return (d.interval(r[col], r[f"{col} lo"], r[f"{col} hi"])
+            + f" {SHORT.get(r[f'{col} verdict'], r[f'{col} verdict'])}")
 
 
 def _scale(d: Doc, r: Any) -> str:
@@ -40,12 +45,15 @@ def trained_rows_section(d: Doc) -> str:
              d.n(r["test valid"], ".2f"), r.collapse, _scale(d, r)]
             for _, r in t.iterrows()]
     both = t[(t["vs raw verdict"] == "beats") & (t["vs prompting verdict"] == "beats")]
-    lead = (f"{len(both)} of {len(t)} trained rows beat both the raw query and the prompting "
+    count = "rows of 20_trained_rows"
+    lead = (f"{d.n(len(both), '.0f', derived=count)} of {d.n(len(t), '.0f', derived=count)} "
+            "trained rows beat both the raw query and the prompting "
             "baseline with intervals above 0" + (": " + "; ".join(
                 f"{r.method} ({r.dataset}/{r.retriever})" for _, r in both.iterrows())
                 if len(both) else "") + ".")
-    head = ["nb", "test set", "metric", "trained row", "Δ vs raw [95% CI]",
-            "Δ vs prompting baseline [95% CI]", "test valid", "collapse (last quarter)",
+    ci = f"[{d.n(t['level'].max() * 100, '.0f')}% CI]"
+    head = ["nb", "test set", "metric", "trained row", f"Δ vs raw {ci}",
+            f"Δ vs prompting baseline {ci}", "test valid", "collapse (last quarter)",
             "training scale"]
     return (f"## Every trained row against the raw query and the prompting baseline "
             f"(notebook 20: {cite(TRAINED)})\n\n"
@@ -57,8 +65,9 @@ def trained_rows_section(d: Doc) -> str:
 
 def headline_rows(t: Any) -> Any:
     """The rows trained with three seeds: every trained row whose interval against the raw
-    query excludes 0, and ACQO's trained rows."""
-    return t[(t["vs raw verdict"] != "is not distinguishable from") | (t["paper"] == "acqo")]
+    query excludes 0, and ACQO's own trained rows (notebook 07)."""
+    return t[(t["vs raw verdict"] != "is not distinguishable from") |
+             (t["notebook"] == "07_acqo_stage2")]
 
 
 def _replica(d: Doc, diff: float, lo: float, hi: float, seed: int, table: str) -> str:
@@ -89,10 +98,10 @@ def seeds_section(d: Doc) -> str:
                          "; ".join(f"{s}: " + d.interval(*(float(x) for x in (a, lo, hi)))
                                    if s == 0 else f"{s}: {_replica(d, a, lo, hi, s, table)}"
                                    for s, a, lo, hi in r.runs) if r.seeds > 1 else "seed 0 only",
-                         d.n(r["diff mean"], signed=True, derived=src),
+                         d.n(r["diff mean"], signed=True, derived=src) if r.seeds > 1 else "–",
                          f"{d.n(r['diff min'], signed=True, derived=src)} to "
-                         f"{d.n(r['diff max'], signed=True, derived=src)}",
-                         r["every seed"]])
+                         f"{d.n(r['diff max'], signed=True, derived=src)}" if r.seeds > 1
+                         else "–", SHORT.get(r["every seed"], r["every seed"])])
     if not rows:
         return ""
     replicas = [p.name for _, p in seeds.replica_dirs(d.tables_dir)]
