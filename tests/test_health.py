@@ -40,6 +40,23 @@ def test_timed_reward_logs_copy_and_echo_shares():
     assert len(w.samples) == 4  # every rollout is kept, not the first few
 
 
+def test_a_decomposition_that_keeps_the_question_beside_sub_queries_is_not_a_copy():
+    """ACQO's outputs: only a decomposition of nothing but the question is a copy (the
+    step log once counted every output that led with the question)."""
+    from tests.test_train import FakeEnv
+
+    w = T.TimedReward(FakeEnv(), "acqo", prefill='{"query": "')
+    q = "Which country Konrad Wolf's father is from?"
+    w(["p"] * 4, [f'{q}%%Konrad Wolf%%father"}}', f'{q}"}}', f'{q}%%{q.upper()}"}}',
+                  'Konrad Wolf%%father"}'], qid=["1"] * 4, query=[q] * 4)
+    b = w.batches[-1]
+    assert b["copy"] == pytest.approx(2 / 4) and b["modified"] == pytest.approx(2 / 4)
+    from qrlib.rl.steplog import copies_query
+
+    assert copies_query([q, q.lower()], q) and not copies_query([q, "Konrad Wolf"], q)
+    assert not copies_query([], q)
+
+
 def test_health_table_and_the_collapse_verdict():
     log = pd.DataFrame({"step": range(1, 9), "reward": 1.0, "format_valid": 1.0,
                         "truncated": 0.0, "frac_reward_zero_std": 0.5,

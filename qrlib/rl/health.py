@@ -6,8 +6,9 @@ qrlib's per-batch shares; :func:`health_table` takes the columns a reader checks
 
 * ``reward``, ``format_valid``, ``truncated`` (cut off at the budget), ``zero_variance``
   (TRL's ``frac_reward_zero_std``: groups with no advantage signal), ``kl``, ``entropy``;
-* ``copy``: share of rollouts whose query equals the input query (after
-  :func:`qrlib.rl.rewards.normalise_query`, SAGE Eq. 3's test);
+* ``copy``: share of rollouts that search with nothing but the input query (every query of
+  the output equals it after :func:`qrlib.rl.rewards.normalise_query`, SAGE Eq. 3's test;
+  :func:`qrlib.rl.steplog.copies_query`: ACQO's "question + sub-queries" is not a copy);
 * ``echo``: share of rollouts whose reasoning or query equals one of the prompt's own
   examples or placeholders (:func:`template_examples`), the failure a copyable template
   invites,

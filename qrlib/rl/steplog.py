@@ -35,7 +35,7 @@ from qrlib.rl.rewards import same_query
 RUN_LOG_VAR = "QRLIB_RUN_LOG"
 from qrlib.rl.rows import fill_prefill
 
-__all__ = ["TimedReward", "StepLogger", "is_truncated", "GenTimer", "quiet_progress",
+__all__ = ["TimedReward", "StepLogger", "copies_query", "is_truncated", "GenTimer", "quiet_progress",
            "warnings_to", "trainer_callback_base"]
 
 
@@ -121,19 +121,27 @@ class TimedReward:
         for k, vs in parts.items():
             agg[f"part/{k}"] = sum(vs) / len(vs)
         originals = columns.get("query") or [None] * len(texts)
-        rw = [p.queries[0] if p.queries else None for p in loose]
+        rw = [list(p.queries) if p.queries else None for p in loose]
         agg["modified"] = (sum(1 for r, o in zip(rw, originals) if r is not None and o is not None
-                               and not same_query(r, str(o)))
+                               and not copies_query(r, str(o)))
                            / max(sum(r is not None for r in rw), 1))
         n = max(len(texts), 1)
         agg["copy"] = sum(1 for r, o in zip(rw, originals) if r is not None and o is not None
-                          and same_query(r, str(o))) / n
+                          and copies_query(r, str(o))) / n
         agg["echo"] = sum(echo_of(p, self.examples) for p in loose) / n
         agg["qids"] = ";".join(dict.fromkeys(str(q) for q in (columns.get("qid") or [])))
         self.batches.append(agg)
         for t, p, r, o in zip(texts, parsed, rewards, originals):  # every rollout
             self.samples.append({"query": o, "completion": t, "ok": p.ok, "reward": r})
         return rewards
+
+
+def copies_query(queries: Sequence[str], original: str) -> bool:
+    """Whether an output searches with nothing but the input query: it has queries and every
+    one equals ``original`` (:func:`qrlib.rl.rewards.same_query`, SAGE Eq. 3's test). A
+    multi-query output that keeps the question beside new sub-queries (ACQO's "question +
+    sub-queries") is not a copy."""
+    return bool(queries) and all(same_query(q, original) for q in queries)
 
 
 # --------------------------------------------------------------------------- step log
