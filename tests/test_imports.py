@@ -21,7 +21,7 @@ KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 # qrlib.workbook, bottom layer first: a module imports only the ones before it
 WORKBOOK_LAYERS = ["preload", "profiles", "extras", "noise", "freshness", "publish", "scoreboard",
-                   "resultsdoc", "results", "runner"]
+                   "resultsdoc", "trained_sections", "results", "runner"]
 
 
 # --------------------------------------------------------------------------- the graph
