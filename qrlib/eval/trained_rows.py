@@ -29,7 +29,8 @@ from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, VALIDITY_COLUMNS
 from qrlib.eval.stats import verdict
 
 __all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "PROMPTING_METHOD", "TRAINED_COLUMNS",
-           "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows"]
+           "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
+           "findings", "forest_figure"]
 
 #: Comparison kinds that are trained rows (an RL run, or an SFT warm start alone).
 TRAINED_KINDS = ("trained", "warm start")
@@ -46,7 +47,7 @@ TRAINED_COLUMNS = (
     "score", "raw score", "vs raw", "vs raw lo", "vs raw hi", "vs raw verdict",
     "prompting score", "vs prompting", "vs prompting lo", "vs prompting hi",
     "vs prompting verdict", "prompting note", "test valid", "train valid", "train copy",
-    "train echo", "collapse", "RL steps", "SFT steps", "train queries", "rollouts",
+    "train echo", "collapse", "policy", "RL steps", "SFT steps", "train queries", "rollouts",
     "train min", "scale note", "level")
 
 
@@ -175,8 +176,8 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 "collapse": collapse_verdict(float(r.get("train copy", math.nan)),
                                              float(r.get("train echo", math.nan)))
                 if steps else "no RL",
-                **{k: r[k] for k in ("RL steps", "SFT steps", "train queries", "rollouts",
-                                     "train min")},
+                **{k: r[k] for k in ("policy", "RL steps", "SFT steps", "train queries",
+                                     "rollouts", "train min")},
                 "scale note": ("plumbing check, not a result" if 0 < steps < PLUMBING_STEPS
                                else ""),
                 "level": float(r["level"])})

@@ -24,13 +24,9 @@ def _interval(d: Doc, r: Any, col: str) -> str:
 
 
 def _scale(d: Doc, r: Any) -> str:
-    if not (r["RL steps"] or r["SFT steps"]):
-        return "untrained"
-    parts = [f"{d.n(r['RL steps'], '.0f')} RL"] if r["RL steps"] else []
-    parts += [f"{d.n(r['SFT steps'], '.0f')} SFT"] if r["SFT steps"] else []
-    note = f" ({r['scale note']})" if isinstance(r["scale note"], str) and r["scale note"] else ""
-    return (" + ".join(parts) + f" steps, {d.n(r['train queries'], '.0f')} q, "
-            f"{d.n(r['rollouts'], ',.0f')} rollouts, {d.n(r['train min'], '.0f')} min{note}")
+    """:meth:`Doc.scale` of the row, with its plumbing-check note."""
+    note = r["scale note"]
+    return d.scale(r) + (f" ({note})" if isinstance(note, str) and note else "")
 
 
 def trained_rows_section(d: Doc) -> str:
