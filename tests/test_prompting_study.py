@@ -132,3 +132,15 @@ def test_spqe_readings_are_searched_with_the_q2d_reading_for_bm25_only():
     assert seen[0] == ("bm25", "find a A text.") and seen[2] == ("bm25", "A text.")
     assert study.passage_examples(PSEUDO).to_dict("records") == [
         {"dataset": "x", "query": "find a", "pseudo-document": "A text."}]
+
+
+def test_comparisons_in_a_second_metric_pair_each_row_in_its_own_metric():
+    """``also_compared``: a trained row reported in nDCG@3 (RL-QR) finds the same rows in it."""
+    scores = {k: v.assign(**{"nDCG@3": v["nDCG@10"] * 2}) for k, v in _scores().items()}
+    cmp = study.comparisons(scores, ["nDCG@10", "nDCG@3"], model="m", resamples=200)
+    assert cmp.metric.tolist() == ["nDCG@10", "nDCG@10", "nDCG@3", "nDCG@3"]
+    assert cmp["diff"].tolist() == pytest.approx([0.3, -0.1, 0.6, -0.2])
+    pq = cmp.attrs["per_query"]
+    assert set(pq.metric) == {"nDCG@10", "nDCG@3"}
+    with pytest.raises(Exception, match="'R@10' is not among the scored measures"):
+        study.comparisons(scores, ["nDCG@10", "R@10"], model="m", resamples=200)

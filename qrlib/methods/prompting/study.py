@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from qrlib.core.errors import QrlibError
 from qrlib.core.io import atomic_write
 from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.prose import count_sentence, paragraph, row_sentence, spread
@@ -244,20 +245,26 @@ def results_table(scores: Mapping[tuple[str, str, str], Any],
     return pd.DataFrame(rows)
 
 
-def comparisons(scores: Mapping[tuple[str, str, str], Any], main: str, *, model: str,
-                resamples: int = 10_000, seed: int = 0) -> Any:
-    """Every training-free row minus the raw query in ``main``, 95 % paired bootstrap over
-    the test queries, in the comparison schema (kind ``untrained``)."""
+def comparisons(scores: Mapping[tuple[str, str, str], Any], metrics: str | Sequence[str], *,
+                model: str, resamples: int = 10_000, seed: int = 0) -> Any:
+    """Every training-free row minus the raw query in each of ``metrics`` (the main one
+    first; a trained row reported in another metric, RL-QR's nDCG@3, pairs with its own),
+    95 % paired bootstrap over the test queries, in the comparison schema (kind
+    ``untrained``)."""
     rows = []
-    for (name, kind, method), sc in scores.items():
-        if method == "raw":
-            continue
-        rows.append(compare(sc[main].to_dict(), scores[name, kind, "raw"][main].to_dict(),
-                            paper="prompting", dataset=name, retriever=kind, metric=main,
-                            method=method, kind="untrained", baseline="raw",
-                            baseline_kind="baseline",
-                            scale=scale_columns(model, test_queries=len(sc)),
-                            resamples=resamples, seed=seed))
+    for metric in [metrics] if isinstance(metrics, str) else list(metrics):
+        for (name, kind, method), sc in scores.items():
+            if method == "raw":
+                continue
+            if metric not in sc:
+                raise QrlibError(f"compared metric {metric!r} is not among the scored measures "
+                                 f"{list(sc.columns)}; add it to measures")
+            rows.append(compare(sc[metric].to_dict(), scores[name, kind, "raw"][metric].to_dict(),
+                                paper="prompting", dataset=name, retriever=kind, metric=metric,
+                                method=method, kind="untrained", baseline="raw",
+                                baseline_kind="baseline",
+                                scale=scale_columns(model, test_queries=len(sc)),
+                                resamples=resamples, seed=seed))
     return comparison_table(rows)
 
 
