@@ -121,6 +121,23 @@ found" only names the claims it feeds, so editing a claim stales no notebook (it
 may then name an older claim set until the next run)."""
 
 
+_PARSED: dict[tuple[str, str, bool, str], tuple[frozenset[str], bool]] = {}
+
+
+def _parsed_imports(path: Path, name: str, is_pkg: bool) -> tuple[set[str], bool]:
+    """:func:`_imports_of` of one file and whether it imports dynamically, cached by the
+    file's text (``qrlib status`` and the tests walk the same ~150 files once per notebook;
+    reading is cheap, parsing is not)."""
+    text = path.read_text(encoding="utf-8")
+    key = (str(path), name, is_pkg, text)
+    if key not in _PARSED:
+        _PARSED[key] = (frozenset(_imports_of(ast.parse(text, filename=str(path)), name,
+                                              is_pkg)),
+                        any(m in text for m in _DYNAMIC_IMPORT_MARKERS))
+    found, dynamic = _PARSED[key]
+    return set(found), dynamic
+
+
 def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:
     """Repository-relative paths of every qrlib file that importing ``source`` can load.
 
@@ -132,14 +149,13 @@ def module_closure(source: Path, root: Path = REPO_ROOT) -> list[str]:
     todo: list[tuple[str, Path, bool]] = [("__main__", source, False)]
     while todo:
         name, path, is_pkg = todo.pop()
-        text = path.read_text(encoding="utf-8")
-        found = _imports_of(ast.parse(text, filename=str(path)), name, is_pkg)
+        found, dynamic = _parsed_imports(path, name, is_pkg)
         if name == REGISTRY_MODULE:  # it loads the papers' entry points (qrlib.core.registry)
             found.update(pyproject_entries(root / "pyproject.toml").values())
         elif name == PUBLISHED_MODULE:  # it reads every paper folder's published.yaml
             found.update(m.rpartition(".")[0]
                          for m in pyproject_entries(root / "pyproject.toml").values())
-        if is_pkg and any(m in text for m in _DYNAMIC_IMPORT_MARKERS):
+        if is_pkg and dynamic:
             found.update(f"{name}.{p.stem}" for p in path.parent.glob("*.py")
                          if p.name != "__init__.py")
         for mod in found:
