@@ -59,17 +59,19 @@ notebooks: install
 	$(BIN)/python -m qrlib build-notebooks
 
 # Two pytest processes side by side (2 cores): the smoke notebooks (tests/test_notebooks.py,
-# about ten minutes) and the unit tests; the notebooks' report is printed after the unit tests'.
-# TEST_PARALLEL=0 runs everything in one process.
+# about 13 minutes) with BESIDE_SMOKE, and the other unit tests (about 15 minutes before those
+# two moved; they balance the two processes); the notebooks' report is printed after the unit
+# tests'. TEST_PARALLEL=0 runs everything in one process.
 TEST_PARALLEL ?= 1
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
+BESIDE_SMOKE := tests/test_gpu_check.py tests/test_multiprocess.py
 test: install
 ifeq ($(TEST_PARALLEL),0)
 	$(PYTEST) tests
 else
-	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider tests/test_notebooks.py > $$log 2>&1 & nb=$$!; \
-	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py tests; unit=$$?; \
-	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile)"; cat $$log; rm -f $$log; \
+	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider --durations=5 tests/test_notebooks.py $(BESIDE_SMOKE) > $$log 2>&1 & nb=$$!; \
+	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py $(addprefix --ignore=,$(BESIDE_SMOKE)) tests; unit=$$?; \
+	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile), $(BESIDE_SMOKE)"; cat $$log; rm -f $$log; \
 	echo "== smoke notebooks' wall time (s), from runs/smoke/timings.csv"; \
 	cut -d, -f1-4 runs/smoke/timings.csv 2>/dev/null | column -t -s, || true; \
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
