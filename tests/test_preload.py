@@ -23,7 +23,9 @@ def test_both_libraries_go_first_without_duplicates(libs):
     tc, iomp = libs
     assert preload.preload_env(None)["LD_PRELOAD"] == f"{tc}:{iomp}"
     assert preload.preload_env(f"/a.so:{tc}")["LD_PRELOAD"] == f"{tc}:{iomp}:/a.so"
-    assert preload.preload_env(None)["TCMALLOC_AGGRESSIVE_DECOMMIT"] == "true"
+    # tcmalloc keeps its default release policy (aggressive decommit cost 38 % of the CPU
+    # in page faults); the trainings release once per step instead
+    assert set(preload.preload_env(None)) == {"LD_PRELOAD"}
 
 
 def test_one_library_missing_or_opt_out_adds_nothing(libs, monkeypatch, tmp_path):

@@ -28,7 +28,7 @@ from qrlib.core.io import atomic_path, atomic_write
 from qrlib.generation.parsing import completion_text, parse_completion
 from qrlib.generation.policy import cut_at_stop
 from qrlib.rl.health import echo_of
-from qrlib.rl.release import memory_gib
+from qrlib.rl.release import memory_gib, release_free_heap
 from qrlib.rl.rewards import same_query
 
 #: Set by :func:`qrlib.session.start` to the notebook's run log: per-step lines go there.
@@ -208,8 +208,9 @@ class StepLogger(trainer_callback_base()):  # type: ignore[misc]
             "kl": logs.get("kl"), "entropy": logs.get("entropy"), "loss": logs.get("loss"),
             "step_seconds": round(time.perf_counter() - self._t0, 3),
             "generation_seconds": round(self.timer.pop("generation", 0.0), 3),
-            **memory_gib(),
         }
+        release_free_heap()  # the step's freed pages back to the system before measuring
+        row.update(memory_gib())
         keys = sorted({k for b in batches for k in b} - {"qids"})
         for k in keys:
             vals = [b[k] for b in batches if k in b]

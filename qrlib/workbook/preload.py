@@ -28,12 +28,14 @@ def preload_libs() -> list[str]:
 
 def preload_env(current: str | None = None) -> dict[str, str]:
     """``{"LD_PRELOAD": ...}`` with :func:`preload_libs` ahead of ``current`` (duplicates
-    dropped), or ``{}`` when there is nothing to add. With it goes
-    ``TCMALLOC_AGGRESSIVE_DECOMMIT=true``: tcmalloc otherwise keeps freed pages, and a
-    notebook that trains and then evaluates (14 in ``cpu``) grew past 24 GB and was killed."""
+    dropped), or ``{}`` when there is nothing to add. tcmalloc keeps its default release
+    policy: ``TCMALLOC_AGGRESSIVE_DECOMMIT=true`` (set here before) made notebook 06's steps
+    45-67 s instead of about 30 s, 38 % of the CPU in the kernel re-faulting pages; the
+    trainings hand freed pages back once per step instead
+    (:func:`qrlib.rl.release.release_free_heap`), and between runs
+    (:func:`qrlib.rl.release.release_memory`)."""
     libs = preload_libs()
     if not libs:
         return {}
     have = [p for p in (current or "").split(":") if p]
-    return {"LD_PRELOAD": ":".join(dict.fromkeys([*libs, *have])),
-            "TCMALLOC_AGGRESSIVE_DECOMMIT": "true"}
+    return {"LD_PRELOAD": ":".join(dict.fromkeys([*libs, *have]))}
