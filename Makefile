@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (qrlib)" >/dev/null
 	# tcmalloc for the notebook kernels (qrlib.workbook.preload): best effort, Debian/Ubuntu as
 	# root only; without it the kernels run on glibc malloc (06's RSS then drifts ~22 MB/step)
-	@if ! ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4* >/dev/null 2>&1 && \
+	@if ! $(BIN)/python -c "import glob, sys; from qrlib.workbook.preload import TCMALLOC; sys.exit(not glob.glob(TCMALLOC))" && \
 	   command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  timeout 300 apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1 \
 	    && echo "installed libtcmalloc-minimal4" \
