@@ -348,6 +348,24 @@ def test_vanilla_budget_raw_check_and_comparisons():
                                             "(one by design)."]
 
 
+def test_vanilla_copy_of_the_question_ties_the_published_raw_row():
+    """07 publishes per-question nDCG@10 rounded to 6 decimals; a vanilla policy that copies
+    the question scores the same lists at full precision. The pair must tie exactly, not
+    'beat' by rounding (cpu run at 505d549: +0.000 [+0.000, +0.000] read as beats)."""
+    full = [0.6131471927654584, 0.5, 0.3868528072345416]
+    pub = pd.DataFrame({"dataset": "ds", "retriever": "bm25", "query_id": ["q1", "q2", "q3"],
+                        "raw question": [round(v, 6) for v in full],
+                        "untrained [no-decompose]": [round(v, 6) for v in full]})
+    per_q = {("ds", "bm25", van.VANILLA): pd.DataFrame({"query_id": ["q1", "q2", "q3"],
+                                                          "nDCG@10": full, "n_sub": [1, 1, 1]})}
+    theirs = pd.DataFrame(columns=["dataset", "retriever", "model"])
+    cmp = van.comparisons(per_q, pub, theirs, {"bm25": _log()}, {("ds", "bm25"): 1.0},
+                          model="m", bootstrap=100, seed=0)
+    row = cmp[cmp.baseline == "raw question"].iloc[0]
+    assert (row["diff"], row["lo"], row["hi"]) == (0.0, 0.0, 0.0)
+    assert (row["wins"], row["losses"], row["ties"]) == (0, 0, 3)
+
+
 # --------------------------------------------------------------------------- 16
 def _record(tmp_path, kind="bm25"):
     _log().to_csv(tmp_path / "log.csv", index=False)
