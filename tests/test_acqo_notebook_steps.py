@@ -11,7 +11,7 @@ import pytest
 
 from qrlib.core.errors import QrlibError
 from qrlib.data.collection import Dataset
-from qrlib.eval.findings import split_sentences
+from qrlib.eval.findings import split_sentences, what_we_found
 from qrlib.methods.acqo import ablation_study as ab
 from qrlib.methods.acqo import fusion_study as fs
 from qrlib.methods.acqo import stage1_study as st1
@@ -470,7 +470,12 @@ def test_ablation_rows_scores_and_comparisons(tmp_path):
                        retrievers=["bm25"], model="m", bootstrap=100, seed=0)
     rec = ab.records(cmp)
     assert rec["ds.bm25.ACQO minus without Stage II"][0] == pytest.approx(1 - NDCG_1ST)
-    assert len(ab.extra_sentences(cmp)) == 4
+    extra = ab.extra_sentences(cmp)
+    assert len(extra) == 1 and len(split_sentences(extra[0])) == 1
+    found = what_we_found(cmp[cmp.baseline == ab.RAW], notebook="none", tables_dir=tmp_path,
+                          extra=extra, subject="ACQO and ablation")
+    for name in set(cmp.baseline) - {ab.RAW}:     # every ablated row survives the 6-sentence cap
+        assert f"{name} {vs[name]:+.3f} [" in found
     paper = pd.DataFrame({"TopiOCQA BM25 NDCG@3": [50.0, 45.0, 40.0, 42.0],
                           "HotpotQA BM25 MAP@10": [60.0, 55.0, 50.0, 52.0]},
                          index=["ACQO", "without RSF", "without Stage II", "without QD"])
