@@ -26,6 +26,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.scale import fmt_scale, log_scale, scale_columns
+from qrlib.eval.stats import fmt_interval
 from qrlib.methods.acqo.ablation import (RUNS, check_env, check_same_test, load_subqueries,
                                          load_validity, rerun_config, saved_env)
 from qrlib.methods.acqo.curriculum import SubqueryProbe
@@ -332,8 +333,7 @@ def extra_sentences(comparisons_: pd.DataFrame) -> list[str]:
     rows = comparisons_[(comparisons_.method == "ACQO") & (comparisons_.baseline != RAW)]
     out = []
     for (dataset, retriever), g in rows.groupby(["dataset", "retriever"], sort=False):
-        parts = "; ".join(f"{r['baseline']} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
-                          for _, r in g.iterrows())
+        parts = "; ".join(f"{r['baseline']} {fmt_interval(r)}" for _, r in g.iterrows())
         out.append(f"ACQO minus each ablated row on {dataset}/{retriever}: {parts}.")
     return out
 
