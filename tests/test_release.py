@@ -68,8 +68,45 @@ def test_other_prefixes_and_chained_exceptions():
 
 def test_release_memory_reports():
     out = release_memory(prefixes=("vllm_qrlib_test_none",))
-    assert out["tracebacks_cleared"] == 0
+    assert out["tracebacks_cleared"] == 0 and out["compile_hooks_dropped"] == 0
     assert out["rss_after_gib"] > 0 and set(out) == {"rss_before_gib", "rss_after_gib",
-                                                     "tracebacks_cleared", "malloc_trim",
+                                                     "tracebacks_cleared",
+                                                     "compile_hooks_dropped", "malloc_trim",
                                                      "cuda_cache_freed"}
     assert out["cuda_cache_freed"] is False  # no GPU here: nothing to hand back
+
+
+def test_compile_hook_of_a_closed_engine_is_dropped_and_frees_its_model():
+    """vLLM's compile wrapper registers a bound bytecode hook with dynamo and never removes
+    it; the hook pins the engine's model until drop_compile_hooks removes it."""
+    import torch._dynamo.convert_frame as cf
+
+    from qrlib.rl.release import drop_compile_hooks
+
+    module = _fake_module("vllm_qrlib_test_hook")
+
+    class Wrapper:  # stands in for vllm.compilation.wrapper.TorchCompileWithNoGuardsWrapper
+        def __init__(self) -> None:
+            self.model = Big()
+
+        def bytecode_hook(self, old, new):
+            return None
+
+    Wrapper.__module__ = module.__name__
+    w = Wrapper()
+    ref = weakref.ref(w.model)
+    handle = cf.register_bytecode_hook(w.bytecode_hook)
+    other = cf.register_bytecode_hook(lambda old, new: None)  # not vLLM's: kept
+    try:
+        del w
+        gc.collect()
+        assert ref() is not None, "the registered hook should keep the model alive"
+        assert drop_compile_hooks(("vllm_qrlib_test_hook",)) == 1
+        gc.collect()
+        assert ref() is None
+        assert other.id in cf._bytecode_hooks
+        assert drop_compile_hooks(("vllm_qrlib_test_hook",)) == 0
+    finally:
+        handle.remove()
+        other.remove()
+        sys.modules.pop(module.__name__, None)
