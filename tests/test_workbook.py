@@ -467,6 +467,36 @@ def test_second_run_on_a_run_folder_is_refused_and_a_kill_leaves_an_incomplete_c
         capsys.readouterr().out
     assert not (run_dir / "run.lock").exists()
     assert not (nbdir / "INCOMPLETE-01_slow.ipynb").exists() and (nbdir / "01_slow.ipynb").exists()
+    assert not list(nbdir.glob(".*.tmp"))  # a save the kill cut short is cleared on the rerun
+
+
+def test_papermill_saves_of_executed_copies_are_atomic(tmp_path, monkeypatch):
+    """A save cut short (here: the rename fails) keeps the previous copy, never an empty one."""
+    import os
+
+    import papermill as pm
+
+    from qrlib.core import io as qio
+    from qrlib.workbook import runner
+
+    folder = tmp_path / "runs" / "x" / "notebooks"
+    folder.mkdir(parents=True)
+    runner._atomic_papermill_saves(pm, folder)
+    runner._atomic_papermill_saves(pm, folder)  # once per folder, however often asked
+    assert sum(s == f"{folder}{os.sep}" for s, _ in pm.iorw.papermill_io._handlers) == 1
+    copy = folder / "INCOMPLETE-01_a.ipynb"
+    pm.iorw.papermill_io.write('{"cells": 1}', str(copy))
+    assert copy.read_text() == '{"cells": 1}'
+
+    def cut(*_):
+        raise OSError("killed mid-save")
+    monkeypatch.setattr(qio.os, "replace", cut)
+    with pytest.raises(OSError, match="killed mid-save"):
+        pm.iorw.papermill_io.write('{"cells": 2}', str(copy))
+    assert copy.read_text() == '{"cells": 1}' and not list(folder.glob(".*.tmp"))
+    other = tmp_path / "elsewhere.ipynb"  # other paths keep papermill's own handler
+    pm.iorw.papermill_io.write("{}", str(other))
+    assert other.read_text() == "{}"
 
 
 def test_artifacts_follow_the_umask(tmp_path):

@@ -194,6 +194,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
         save_json(profile, run_dir / "profile.json")
+        (run_dir / "notebooks").mkdir(exist_ok=True)
+        _atomic_papermill_saves(pm, run_dir / "notebooks")
         rows: list[dict[str, Any]] = []
         for name in names:
             if name in held:
@@ -221,6 +223,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             partial_nb = out_nb.with_name(f"INCOMPLETE-{out_nb.name}")
             out_nb.parent.mkdir(parents=True, exist_ok=True)
             out_nb.unlink(missing_ok=True)  # an older complete copy no longer matches
+            for tmp in out_nb.parent.glob(f".{partial_nb.name}.*.tmp"):  # a killed save's
+                tmp.unlink(missing_ok=True)
             log = run_dir / "reads" / f"{name}.log"
             log.unlink(missing_ok=True)
             watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
@@ -242,7 +246,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 try:
                     executed = pm.execute_notebook(
                         _with_incomplete_banner(profiles.NOTEBOOK_DIR / f"{name}.ipynb"),
-                        str(partial_nb), parameters=params, kernel_name=kernel,
+                        str(partial_nb.resolve()), parameters=params, kernel_name=kernel,
                         cwd=str(profiles.NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
                 except pm.PapermillExecutionError as exc:
                     status, error = "failed", _failed_cell(exc)
@@ -359,6 +363,29 @@ def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
                     data.add(path.relative_to(w).parts[0])  # a dataset folder, by name
                     break
     return {"data": sorted(data), "artifacts": sorted(artifacts)}
+
+
+def _atomic_papermill_saves(pm: Any, folder: Path) -> None:
+    """Make papermill's saves of executed copies under ``folder`` atomic.
+
+    Papermill rewrites the output notebook after every cell by truncating and writing it in
+    place, so a kill during a save left an empty ``INCOMPLETE-`` copy. A handler registered
+    for the folder's prefix (papermill picks the first registered scheme a path starts with)
+    writes beside the file and renames: a kill keeps the previous save.
+    """
+    from papermill.iorw import LocalHandler
+
+    class AtomicLocalHandler(LocalHandler):
+        def write(self, buf: str, path: str) -> None:
+            atomic_write(Path(self._cwd or ".") / path, buf)
+
+    prefix = str(folder.resolve()) + os.sep
+    if prefix not in _ATOMIC_PREFIXES:
+        pm.iorw.papermill_io.register(prefix, AtomicLocalHandler())
+        _ATOMIC_PREFIXES.add(prefix)
+
+
+_ATOMIC_PREFIXES: set[str] = set()
 
 
 INCOMPLETE_CELL_ID = "qrlib-incomplete"
