@@ -194,7 +194,6 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
         save_json(profile, run_dir / "profile.json")
-        (run_dir / "notebooks").mkdir(exist_ok=True)
         _atomic_papermill_saves(pm, run_dir / "notebooks")
         rows: list[dict[str, Any]] = []
         for name in names:
@@ -365,6 +364,9 @@ def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
     return {"data": sorted(data), "artifacts": sorted(artifacts)}
 
 
+_ATOMIC_PREFIXES: set[str] = set()  # folders whose papermill saves are already atomic
+
+
 def _atomic_papermill_saves(pm: Any, folder: Path) -> None:
     """Make papermill's saves of executed copies under ``folder`` atomic.
 
@@ -383,9 +385,6 @@ def _atomic_papermill_saves(pm: Any, folder: Path) -> None:
     if prefix not in _ATOMIC_PREFIXES:
         pm.iorw.papermill_io.register(prefix, AtomicLocalHandler())
         _ATOMIC_PREFIXES.add(prefix)
-
-
-_ATOMIC_PREFIXES: set[str] = set()
 
 
 INCOMPLETE_CELL_ID = "qrlib-incomplete"
