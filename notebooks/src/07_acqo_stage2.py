@@ -181,7 +181,8 @@ for kind in retrievers:
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     s["n_train_questions"] = len(rows2)
     NAMES[kind] = cfg.name
-    print(kind, {k: s[k] for k in ("steps", "train_seconds", "n_train_questions")})
+    print(f"{kind}: Stage II trained {s['steps']} steps on {s['n_train_questions']} kept "
+          f"questions in {s['train_seconds'] / 60:.1f} min")
 _ = save_json({"summaries": SUMMARIES, "tau": TAU, "kept": KEPT}, out_dir / "stage2.json")
 
 # %% [markdown]
@@ -256,7 +257,6 @@ for label, (adapter, contract) in MODELS.items():
             m, tok, qrows.rows_from_dataset(TEST[name]), contract=contract, progress=False,
             autocast=eval_autocast, batch_size=eval_batch_size)
     del m
-    print(label, "done")
 save_json({f"{k[0]} | {k[1]}": v for k, v in DECOMP.items()}, out_dir / "decompositions.json")
 VALID = {k: study.validity(v) for k, v in DECOMP.items()}  # test validity
 

@@ -122,7 +122,7 @@ TRAIN_ROWS, CORPUS, QRELS, SIZES = qdata.pooled_subsets(
     data_dir=data_dir)
 print(f"{len(TRAIN_ROWS)} training questions, {len(CORPUS)} paragraphs")
 BUDGET = van.step_budget(STAGES, retrievers, train_steps)
-print("RL steps per retriever:", BUDGET)
+print("RL steps per retriever: " + ", ".join(f"{k} {v}" for k, v in BUDGET.items()))
 print(f"--- prompt {prompt}")
 print(prompts.render(prompts.get(prompt), context="", question=TRAIN_ROWS[0]["question"])[-1]["content"])
 
@@ -151,7 +151,7 @@ for kind in retrievers:
     SUMMARIES[kind] = s = train(cfg, env=env, rows=TRAIN_ROWS)
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     NAMES[kind] = cfg.name
-    print(kind, {k: s[k] for k in ("steps", "train_seconds")})
+    print(f"{kind}: vanilla RL trained {s['steps']} steps in {s['train_seconds'] / 60:.1f} min")
 _ = save_json({"summaries": SUMMARIES, "budget": BUDGET}, out_dir / "vanilla.json")
 
 # %% [markdown]
