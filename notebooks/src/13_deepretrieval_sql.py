@@ -121,7 +121,7 @@ save_table(SPLIT, "13_split", tables_dir,
            caption=f"Spider dev split by database (test_fraction={test_fraction}; no database in "
                    f"both); skipped for a missing database: {SPIDER.skipped}; hardness levels of "
                    "the questions used")
-print("test databases:", sorted({r["db_id"] for r in ALL_TEST}))
+print("test databases: " + ", ".join(sorted({r["db_id"] for r in ALL_TEST})))
 SPLIT
 
 # %% [markdown]
@@ -178,7 +178,8 @@ for label, spec in RUNS.items():
                        dynamic_sampling=dynamic_sampling, seed=seed)
     fit = rl_after_sft if spec["sft_steps"] else train  # SFT checkpointed, then GRPO
     SUMMARIES[label] = s = fit(cfg, env=env, rows=spec["rows"])
-    print(label, {k: s[k] for k in ("steps", "train_seconds", "rollouts")})
+    print(f"{label}: {s['steps']} RL steps, {s['rollouts']} rollouts, "
+          f"{s['train_seconds'] / 60:.1f} min")
     del env
 save_json(SUMMARIES, out_dir / "summaries.json")
 LOGS = {k: pd.read_csv(s["log"], dtype={"qids": str}) for k, s in SUMMARIES.items()}
