@@ -208,6 +208,36 @@ def test_cold_start_targets_keep_a_sample_only_when_it_beats_the_question():
     assert rule is None or (rule["rule"] and len(rule["subqueries"]) >= 2)
 
 
+def test_samplers_release_the_model_and_engine_before_training(monkeypatch):
+    """06's cold start and 07's tau rollouts hand their sampling model and engine back
+    before the caller trains (a stored vLLM traceback otherwise keeps them alive)."""
+    calls = []
+    roll = {"qid": "q1", "completion": '{"query": "A%%B"}', "format_ok": True,
+            "subqueries": ["A", "B"]}
+
+    def decompose(m, tok, rows, *a, **kw):
+        calls.append("generate")
+        return [dict(roll)]
+
+    for mod in (st1, st2):
+        monkeypatch.setattr(mod.policy, "load_policy", lambda *a, **kw: ("model", "tok"))
+        monkeypatch.setattr(mod, "generate_decompositions", decompose)
+        monkeypatch.setattr(mod, "release_memory", lambda: calls.append("release"))
+    rows = [{"qid": "q1", "question": "A and B"}]
+    rolls, cands, _ = st1.sample_candidates("m", rows, "acqo/decompose-fewshot", n=1, rule=False)
+    assert calls == ["generate", "release"] and len(cands) == 1
+
+    class Env:
+        def score(self, completions, qids):
+            calls.append("score")
+            return [2.0] * len(completions)
+
+    calls.clear()
+    tau, n, _ = st2.sample_tau("m", "adapter", rows, Env(), n=1, temperature=0.8, seed=0,
+                               autocast=True)
+    assert calls == ["generate", "release", "score"] and tau == {"q1": 2.0} and n == 1
+
+
 def test_last_rollouts_reads_the_end_of_each_runs_samples(tmp_path):
     folder = tmp_path / "rl" / "acqo-stage1-bm25"
     folder.mkdir(parents=True)

@@ -262,7 +262,10 @@ for kind in retrievers:
     SUMMARIES[kind] = s = train(cfg, env=make_env(kind), rows=WARM_ROWS[kind])
     s["wall_seconds"] = round(time.perf_counter() - t0, 1)
     CONFIGS[kind] = cfg.name
-    print(kind, {k: s[k] for k in ("steps", "train_seconds", "dtype", "dynamic_sampling")})
+    ds = s.get("dynamic_sampling") or {}
+    print(f"{kind}: {s['steps']} DAPO steps in {s['train_seconds'] / 60:.1f} min ({s['dtype']}); "
+          f"dynamic sampling redrew groups at {ds.get('steps_fired', 0)} steps "
+          f"({ds.get('groups_replaced', 0)} groups replaced)")
 _ = Stage1Record(summaries=SUMMARIES, train_rows=TRAIN_ROWS, prompt=prompt, prefill=prefill,
                  train_datasets=train_datasets, corpus_ids=sorted(CORPUS), eta=eta, delta=delta,
                  reward_k=reward_k, n_distractors=n_distractors,

@@ -30,6 +30,7 @@ from qrlib.eval.stats import paired_bootstrap
 from qrlib.generation import policy
 from qrlib.methods.acqo.curriculum import generate_decompositions, tau_by_question
 from qrlib.methods.acqo.study import rule_split, score_subqueries, sub_queries_range
+from qrlib.rl.release import release_memory
 
 RAW = "raw question"
 RULE = "rule: question + heuristic split (no model)"
@@ -47,12 +48,15 @@ def sample_tau(model: str, adapter: str, rows: Sequence[Mapping[str, Any]], env:
                temperature: float, seed: int, autocast: bool) -> tuple[dict[str, float], int, float]:
     """tau(q) of every training question (Eq. 7): ``n`` decompositions sampled by the
     Stage I ``adapter`` with its decoding contract, scored by the Stage I reward ``env``
-    and averaged. Returns ``(tau, rollouts, seconds)``."""
+    and averaged; the sampling model and its engine are released before scoring
+    (:func:`qrlib.rl.release.release_memory`), so Stage II's training does not carry them.
+    Returns ``(tau, rollouts, seconds)``."""
     m, tok = policy.load_policy(model, adapter=adapter)
     t0 = time.perf_counter()
     rolls = generate_decompositions(m, tok, rows, contract=adapter, n=n, do_sample=True,
                                     temperature=temperature, seed=seed, autocast=autocast)
     del m
+    release_memory()
     rewards = env.score([r["completion"] for r in rolls], [r["qid"] for r in rolls])
     tau = tau_by_question(rewards, [r["qid"] for r in rolls])
     return tau, len(rolls), time.perf_counter() - t0
