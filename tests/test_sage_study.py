@@ -191,3 +191,27 @@ def test_captions_fill_their_fields():
     assert study.caption("15_comparisons", profile="cpu").endswith("[profile: cpu]")
     assert "(dense)" in study.caption("08_sage_results", retriever="dense")
     assert "policy, RL steps" in study.caption("08_sage_results", retriever="dense")
+
+
+def test_sample_pools_releases_the_policy_and_engine_before_returning(monkeypatch):
+    """08 samples its best-of-n pools before training: the sampling policy and its vLLM
+    engine go back first (a stored vLLM traceback otherwise keeps them alive)."""
+    from types import SimpleNamespace
+
+    from qrlib.generation import policy, rewrite
+    from qrlib.rl import release
+
+    calls = []
+    monkeypatch.setattr(policy, "load_policy", lambda model: ("pol", "tok"))
+
+    def sample(pol, tok, queries, pname, n, **kw):
+        calls.append("sample")
+        return pd.DataFrame({"qid": list(queries) * n, "search_text": ["x"] * (len(queries) * n)})
+
+    monkeypatch.setattr(rewrite, "sample_rewrites", sample)
+    monkeypatch.setattr(release, "release_memory", lambda: calls.append("release"))
+    data = {"toy": SimpleNamespace(queries={"q1": "a", "q2": "b"})}
+    out = pools.sample_pools("m", data, {"generic": ["p1", "p2"]}, {"generic": 2},
+                             max_new_tokens=8, temperature=1.0, batch_size=4)
+    assert calls == ["sample", "sample", "release"] and len(out) == 8
+    assert set(out.prompt) == {"p1", "p2"} and set(out.family) == {"generic"}

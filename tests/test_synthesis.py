@@ -85,3 +85,27 @@ def test_saved_set_loads_with_the_beir_loader(tmp_path):
     ds = load_beir_folder(tmp_path, "train")
     assert ds.queries == {"syn-d1": "Does vitamin D prevent broken hips?"}
     assert ds.qrels == {"syn-d1": {"d1": 1}}
+
+
+def test_synthesize_releases_the_model_and_engine_before_returning(tmp_path, monkeypatch):
+    """The synthesis model and its vLLM engine go back before the trainings that follow
+    (a stored vLLM traceback otherwise keeps them alive); the set is saved after."""
+    from types import SimpleNamespace
+
+    from qrlib.methods.rlqr import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline.policy, "load_policy", lambda model: ("model", "tok"))
+    monkeypatch.setattr(pipeline, "render_prompt", lambda *a, **kw: "prompt")
+
+    def generate(m, tok, texts, **kw):
+        calls.append("generate")
+        return ['scenario": "s", "question": "Does vitamin D prevent broken hips?", '
+                '"answer": "yes"}'] * len(texts)
+
+    monkeypatch.setattr(pipeline.policy, "generate", generate)
+    monkeypatch.setattr(pipeline, "release_memory", lambda: calls.append("release"))
+    ds = SimpleNamespace(name="toy", doc_text=lambda d: DOC)
+    attempts, how = pipeline.synthesize(ds, ["d1"], tmp_path, model="m")
+    assert calls == ["generate", "release"] and how.startswith("generated")
+    assert (tmp_path / "queries.jsonl").exists() and len(attempts) == 1

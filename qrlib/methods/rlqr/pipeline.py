@@ -17,7 +17,6 @@ The model and retriever objects come in from the notebook; nothing here download
 """
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from qrlib.eval.scoring import search_scores
 from qrlib.generation import policy
 from qrlib.generation.prompts import as_template, render_prompt
 from qrlib.rl.env import RewardEnv
+from qrlib.rl.release import release_memory
 from qrlib.rl.train import load_config, train
 from qrlib.methods.rlqr.synthesis import (PREFILL, load_synthesis, parse_synthesis,
                                           save_synthesis, usable)
@@ -79,7 +79,7 @@ def synthesize(ds: Any, docs: Sequence[str], folder: str | Path, *, model: str,
                            batch_size=batch_size, autocast=autocast)
     seconds = time.perf_counter() - t0
     del syn
-    gc.collect()
+    release_memory()  # model and engine: a stored vLLM traceback otherwise keeps them alive
     attempts = []
     for d, out in zip(docs, outs):
         item = parse_synthesis(out, PREFILL)

@@ -15,7 +15,6 @@ generic prompt) gets a pool of sampled rewrites, each searched and scored nDCG@1
 """
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -101,8 +100,11 @@ def sample_pools(model: str, data: Mapping[str, Any], families: Mapping[str, Seq
     """``pool[family]`` sampled rewrites of every test query per prompt
     (:func:`qrlib.generation.rewrite.sample_rewrites`, prompt ``j`` of a family seeded
     ``seed + 1000 j``), with ``dataset``, ``family`` and ``prompt`` columns. The policy is
-    loaded here and freed after; prints the count and the seconds."""
+    loaded here and released with its engine before returning
+    (:func:`qrlib.rl.release.release_memory`: a stored vLLM traceback otherwise keeps it
+    alive through the trainings that follow); prints the count and the seconds."""
     from qrlib.generation import policy, rewrite
+    from qrlib.rl.release import release_memory
 
     t0 = time.perf_counter()
     pol, tok = policy.load_policy(model)
@@ -117,7 +119,7 @@ def sample_pools(model: str, data: Mapping[str, Any], families: Mapping[str, Seq
                 df["dataset"], df["family"], df["prompt"] = name, fam, pname
                 frames.append(df)
     del pol
-    gc.collect()
+    release_memory()
     samples = pd.concat(frames, ignore_index=True)
     seconds = time.perf_counter() - t0
     print(f"{len(samples)} sampled rewrites in {seconds:.0f}s "
