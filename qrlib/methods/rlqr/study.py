@@ -91,9 +91,8 @@ def synthesize_all(data: Mapping[str, Any], retrievers: Mapping[tuple[str, str],
     (:func:`~qrlib.methods.rlqr.pipeline.synthesis_docs`), a (scenario, question, answer)
     per document by ``model`` (cached under ``folder/<dataset>``), and a summary row per
     index (:func:`~qrlib.methods.rlqr.pipeline.synthesis_summary`). Returns
-    ``(attempts by dataset, summary table)``; the generation engines are closed after."""
-    from qrlib.generation import engine
-
+    ``(attempts by dataset, summary table)``; each synthesis releases its model and engine
+    itself (:func:`~qrlib.methods.rlqr.pipeline.synthesize`)."""
     from qrlib.methods.rlqr import pipeline as rlqr  # it loads the trainer
 
     attempts, rows = {}, []
@@ -105,7 +104,6 @@ def synthesize_all(data: Mapping[str, Any], retrievers: Mapping[tuple[str, str],
         print(f"{name}: {len(docs)} documents, synthesis {how}")
         rows.append(rlqr.synthesis_summary(name, attempts[name],
                                            {k: retrievers[name, k].search for k in kinds}))
-    engine.close_engines()
     return attempts, pd.DataFrame(rows)
 
 
