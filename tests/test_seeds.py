@@ -33,7 +33,8 @@ def test_a_claim_holds_only_when_every_seed_holds(tmp_path):
     save_table(_table(0.01, -0.01, 0.03), "07_comparisons", base.parent / "cpu-seed2")
     v = S.claim_verdict(CLAIM, base)
     assert (v["verdict"], v["seeds"]) == ("not held", 3)
-    assert v["why"] == "held at the base seed, not at seed 2"
+    assert v["why"] == ("held at the base seed, not at seed 2; seed 2: ACQO vs raw question "
+                        "(2wiki/bm25, nDCG@10): +0.010 [-0.010, +0.030], 132 RL steps")
     save_table(_table(0.02, 0.001, 0.03), "07_comparisons", base.parent / "cpu-seed2")
     v = S.claim_verdict(CLAIM, base)
     assert (v["verdict"], v["why"]) == ("held", "held at all 3 seeds")

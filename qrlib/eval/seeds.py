@@ -91,8 +91,10 @@ def claim_verdict(c: Claim, tables_dir: str | Path) -> dict[str, Any]:
         return v
     held = [s for s, o in others if o["verdict"] == "held"]
     if v["verdict"] == "held" and len(held) < len(others):
-        missed = ", ".join(str(s) for s, o in others if o["verdict"] != "held")
-        v.update(verdict="not held", why=f"held at the base seed, not at seed {missed}")
+        missed = [(s, o) for s, o in others if o["verdict"] != "held"]
+        v.update(verdict="not held",
+                 why=(f"held at the base seed, not at seed {', '.join(str(s) for s, _ in missed)}"
+                      + "".join(f"; seed {s}: {o['ours']}" for s, o in missed)))
     elif v["verdict"] == "held":
         v["why"] = f"held at all {len(others) + 1} seeds"
     return v
