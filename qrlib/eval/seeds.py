@@ -89,9 +89,8 @@ def claim_verdict(c: Claim, tables_dir: str | Path) -> dict[str, Any]:
     v["seeds"] = 1 + len(others) if v["verdict"] != "not run" else 0
     if v["verdict"] == "not run" or not others:
         return v
-    held = [s for s, o in others if o["verdict"] == "held"]
-    if v["verdict"] == "held" and len(held) < len(others):
-        missed = [(s, o) for s, o in others if o["verdict"] != "held"]
+    missed = [(s, o) for s, o in others if o["verdict"] != "held"]
+    if v["verdict"] == "held" and missed:
         v.update(verdict="not held",
                  why=(f"held at the base seed, not at seed {', '.join(str(s) for s, _ in missed)}"
                       + "".join(f"; seed {s}: {o['ours']}" for s, o in missed)))
