@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from qrlib.core.errors import QrlibError
-from qrlib.methods.acqo.ablation import (check_env, check_same_test, load_subqueries,
+from qrlib.methods.acqo.ablation import (check_env, check_same_test, check_swap, load_subqueries,
                                          rerun_config, saved_env, training_collection)
 from qrlib.rl.config import load_config
 
@@ -49,7 +49,7 @@ def test_check_env_allows_the_fusion_and_nothing_else():
                   fusion="rrf")
     with pytest.raises(QrlibError, match="more than the fusion"):
         check_env(_Env(ENV), ENV, fusion="rrf")  # the fusion was not changed
-    with pytest.raises(QrlibError, match="names no rsf"):
+    with pytest.raises(QrlibError, match="names no rsf fusion"):
         check_env(_Env(ENV), ENV.replace("'rsf'", "'combsum'"), fusion="rrf")
 
 
@@ -83,3 +83,15 @@ def test_training_collection_rebuilds_06s_corpus_or_says_what_is_missing():
     rec = SimpleNamespace(corpus_ids=["d1", "d9"], train_rows=[], train_datasets=["2wiki"])
     with pytest.raises(QrlibError, match="1 of its 2 paragraphs are missing from 2wiki"):
         training_collection(rec, lambda name: ds)
+
+
+def test_check_swap_allows_the_named_field_and_nothing_else():
+    stage1 = ENV.replace("acqo_stage2", "acqo_stage1")
+    check_swap(_Env(ENV), stage1, field="reward", value="acqo_stage2",
+               reference_value="acqo_stage1")
+    with pytest.raises(QrlibError, match="in more than the reward"):
+        check_swap(_Env(ENV.replace("'rsf'", "'rrf'")), stage1, field="reward",
+                   value="acqo_stage2", reference_value="acqo_stage1")
+    with pytest.raises(QrlibError, match="names no acqo_stage1 reward"):
+        check_swap(_Env(ENV), ENV, field="reward", value="acqo_stage2",
+                   reference_value="acqo_stage1")

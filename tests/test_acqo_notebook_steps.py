@@ -520,10 +520,45 @@ def test_ablation_rows_scores_and_comparisons(tmp_path):
     assert list(first.queries) == ["q1"] and list(first.qrels) == ["q1"]
 
 
+def test_stage1_lever_row_against_stage1_and_acqo(tmp_path):
+    _decompositions(tmp_path)
+    s1, s2 = _record(tmp_path)
+    vanilla = {"summaries": {"bm25": {"log": str(tmp_path / "log.csv")}}}
+    test = {"ds": _ds()}
+    rows = ab.AblationRows()
+    rows.read(test, s1, s2, vanilla, "bm25", run_dir=tmp_path)
+    lever = ab.LEVER_LABEL["fused-stage1"]
+    rows.add_decoded(lever, "bm25",
+                     {"ds": [{"qid": "q1", "subqueries": ["s1", "s2"], "format_ok": True}]},
+                     [{"log": str(tmp_path / "log.csv")}], s1, fusion="rsf")
+    assert rows.fusion[lever, "ds", "bm25"] == "rsf"
+    assert lever in rows.setting()
+    per_q, table = ab.score_rows(rows, test, {("ds", "bm25"): FakeRetriever(LISTS)}, model="m",
+                                 k=10)
+    assert table.set_index("row").loc[lever, "nDCG@10"] == pytest.approx(1.0)  # RSF, like ACQO
+    pub = pd.DataFrame({"dataset": ["ds"], "retriever": ["bm25"], "query_id": ["q1"],
+                        ab.RAW: [NDCG_2ND]})
+    cmp = ab.comparisons(per_q, rows, pub, datasets=["ds"], retrievers=["bm25"], model="m",
+                         bootstrap=100, seed=0)
+    mine = cmp[(cmp.method == lever) & (cmp.baseline == ab.STAGE1)]
+    assert len(mine) == 1 and mine["diff"].iloc[0] == pytest.approx(1 - NDCG_1ST)
+    assert ab.vs_acqo(cmp).set_index("baseline").loc[lever, "diff"] == pytest.approx(0.0)
+    extra = ab.extra_sentences(cmp)
+    assert len(extra) == 1 and len(split_sentences(extra[0])) == 1
+    assert f"; and {lever} minus Stage I with Eq. 6 (without Stage II) +{1 - NDCG_1ST:.3f} [" \
+        in extra[0]
+    runs = {("fused-stage1", "bm25"): {"log": str(tmp_path / "log.csv")}}
+    fig, curves = ab.stage1_curves(s1, runs, ["bm25"])
+    assert list(curves) == [("Stage I, Eq. 6 (06)", "bm25"), (lever, "bm25")]
+    assert [ax.get_ylabel()[:13] for ax in fig.axes] == ["fused nDCG@10", "sub-queries p"]
+
+
 def test_ablation_guards():
-    ab.check_readings(["rrf-stage2", "rrf-both"])
+    ab.check_readings(["rrf-stage2", "rrf-both"], ["fused-stage1"])
     with pytest.raises(QrlibError, match="unknown reading 'rrf-x'"):
         ab.check_readings(["rrf-x"])
+    with pytest.raises(QrlibError, match="levers: unknown reading 'eq9'; accepted: fused-stage1"):
+        ab.check_readings([], ["eq9"])
     with pytest.raises(QrlibError, match="no cold start for bm25"):
         ab.require_cold_start({}, "bm25")
     rec = SimpleNamespace(train_rows=[{"qid": "a"}, {"qid": "b"}])

@@ -19,6 +19,7 @@ data_dir = None  # BEIR folders; None means ../shared/data or $QRLIB_DATA
 model = "smollm2"  # policy (06's and 07's)
 retrievers = ["bm25"]  # training retrievers of 06/07 (one ablation per retriever)
 runs = ["rrf-stage2"]  # readings of "without RSF" to train: rrf-stage2 (Stage II only), rrf-both (Stage I and II)
+levers = []  # Stage I levers to train (not Table 5 rows): fused-stage1 (Eq. 9 without the bonus, in place of Eq. 6)
 lam = 1.0  # Stage II top-rank bonus weight, ACQO Eq. 10 (07's)
 k_star = 0  # Stage II bonus ranks, ACQO Eq. 10 (07's)
 test_datasets = ["2wikimultihopqa-mini"]  # 07's (and 12's) test sets
@@ -75,6 +76,23 @@ dense_model = "minilm"  # encoder of the dense retriever: offline all-MiniLM-L6-
 # changed (`qrlib.methods.acqo.ablation.check_env`). A free third row separates training
 # from inference: ACQO's own sub-queries fused by RRF at test.
 #
+# **A lever on Stage I** (`levers`, not a Table 5 row). Stage I's reward (Eq. 6) is the
+# best score over the non-empty subsets $Q' \subseteq Q$ of a rollout's sub-queries,
+#
+# $$ R_{\mathrm{I}} = \max_{\emptyset \neq Q' \subseteq Q} S\big(R_k(Q')\big) , $$
+#
+# so adding a sub-query only adds subsets and never lowers it, whatever the extra list does
+# to the fusion of *all* sub-queries, which is what the test searches. Across seeds our
+# Stage I runs drift toward more sub-queries while that fused list gets worse (README).
+# `fused-stage1` trains Stage I again from 06's cold-start adapter with Eq. 9's reward, the
+# score of the fusion of all sub-queries, without Eq. 10's bonus ($\lambda = 0$):
+#
+# $$ R_{\mathrm{fused}} = S\big(R_k(Q)\big) , $$
+#
+# with everything else 06's (its saved config; its environment must print as 06's with only
+# the reward's name changed). Its row is set against 06's Stage I ("without Stage II"): a
+# positive difference means Eq. 6's subset maximum is what costs the fused list.
+#
 # **What you will learn:** what each of ACQO's three components is worth on the same test
 # questions, and whether RSF matters in training or only at test. If RSF helps only at
 # test, "ACQO, RRF at test only" falls below ACQO while the RRF-trained rows, fused by RRF
@@ -109,7 +127,7 @@ from qrlib.rl.health import health_report
 from qrlib.rl.train import train
 from qrlib.eval.findings import what_we_found
 
-ab.check_readings(runs)
+ab.check_readings(runs, levers)
 S1 = Stage1Record.load(run_dir / "06_acqo_stage1")
 S2 = Stage2Record.load(run_dir / "07_acqo_stage2")
 VANILLA = ab.load_vanilla(run_dir, profile)
@@ -130,9 +148,16 @@ CORPUS, QRELS = training_collection(
     S1, lambda name: qdata.load_dataset(name, "train", data_dir=data_dir))
 print(f"training corpus: {len(CORPUS)} paragraphs, {len(QRELS)} training questions")
 TRAINED = {}  # (reading, retriever) -> [Stage I summary, Stage II summary]
+LEVER_RUNS = {}  # (lever, retriever) -> Stage I summary
 for kind in retrievers:
     retr = study.train_retriever(kind, CORPUS, cache_dir=cache_dir)
     s1 = S1.summary(kind)
+    for lever in levers:  # Stage I again from 06's cold-start adapter, rewarded by Eq. 9
+        ab.require_cold_start(s1, kind)
+        env1 = ab.fused_env(S1, retr, QRELS, reference=s1)
+        cfg1 = ab.rerun(s1, name=f"acqo-stage1-{lever}-{kind}", init_adapter=s1["sft_adapter"],
+                        sft_steps=0, run_dir=str(run_dir))
+        LEVER_RUNS[lever, kind] = train(cfg1, env=env1, rows=S1.train_rows)
     rows2 = ab.stage2_questions(S1, S2, kind)
     s2 = S2.summaries[kind]
     for reading in runs:
@@ -151,7 +176,9 @@ for kind in retrievers:
         TRAINED[reading, kind] = [start2, summ2]
         print(f"{reading}/{kind}: Stage II {summ2['steps']} steps on {len(rows2)} questions "
               f"({time.perf_counter() - t0:.0f}s this session)")
-_ = save_json({f"{r} | {k}": v for (r, k), v in TRAINED.items()}, out_dir / "ablation_runs.json")
+_ = save_json({**{f"{r} | {k}": v for (r, k), v in TRAINED.items()},
+               **{f"{lv} | {k}": [v] for (lv, k), v in LEVER_RUNS.items()}},
+              out_dir / "ablation_runs.json")
 
 # %% [markdown]
 # ### Training health
@@ -163,7 +190,8 @@ _ = save_json({f"{r} | {k}": v for (r, k), v in TRAINED.items()}, out_dir / "abl
 # copy or echo share is above 0.9 over its last quarter of steps.
 
 # %%
-HEALTH, health_lines = health_report({k: v[1] for k, v in TRAINED.items()}, "18_health",
+HEALTH, health_lines = health_report({**{k: v[1] for k, v in TRAINED.items()}, **LEVER_RUNS},
+                                     "18_health",
                                      tables_dir=tables_dir, figures_dir=figures_dir,
                                      profile=profile, setting=model)
 print("\n".join(health_lines))
@@ -179,6 +207,20 @@ fig, CURVES = ab.stage2_curves(S2, TRAINED, retrievers)
 _ = plots.save_figure(fig, "18_stage2_curves", figures_dir, profile=profile,
                       caption="Stage II with RSF (07) and with RRF (here) in the reward",
                       setting=f"{model}; from the logs: {ab.curves_setting(CURVES)}")
+
+# %% [markdown]
+# ### Stage I with Eq. 6 and with the fused list
+#
+# For each Stage I lever: the nDCG@10 of the fusion of all of a rollout's sub-queries (the
+# list the test searches; logged for both runs, so the levels compare) and the
+# sub-queries per rollout, beside 06's Stage I. No figure when `levers` is empty.
+
+# %%
+if LEVER_RUNS:
+    fig, CURVES1 = ab.stage1_curves(S1, LEVER_RUNS, retrievers)
+    _ = plots.save_figure(fig, "18_stage1_curves", figures_dir, profile=profile,
+                          caption="Stage I rewarded by Eq. 6 (06) and by the fused list (here)",
+                          setting=f"{model}; from the logs: {ab.curves_setting(CURVES1)}")
 
 # %% [markdown]
 # ## 2. The test: 07's questions and corpus
@@ -206,6 +248,11 @@ for kind in retrievers:
             dec = decompose(model, summ2["adapter"], TEST, batch_size=eval_batch_size,
                             autocast=eval_autocast)
             ROWS.add_decoded(f"without RSF [{reading}]", kind, dec, [start, summ2], S1)
+    for (lever, k), summ1 in LEVER_RUNS.items():
+        if k == kind:  # the Stage I lever's adapter, fused by RSF at test as 06's
+            dec = decompose(model, summ1["adapter"], TEST, batch_size=eval_batch_size,
+                            autocast=eval_autocast)
+            ROWS.add_decoded(ab.LEVER_LABEL[lever], kind, dec, [summ1], S1, fusion="rsf")
 engine.close_engines()
 _ = save_json({" | ".join(k): v for k, v in ROWS.gen.items()}, out_dir / "decompositions.json")
 
@@ -214,8 +261,9 @@ _ = save_json({" | ".join(k): v for k, v in ROWS.gen.items()}, out_dir / "decomp
 #
 # nDCG@3, R@3 and R@10 (Table 5's TopiOCQA columns), MAP@10 (its HotpotQA column) and
 # nDCG@10 of every row on the whole test cut. Every row is compared by a 95% paired
-# bootstrap with the raw question, and ACQO with every ablated row (Table 5's question: a
-# positive difference means the removed component helped).
+# bootstrap with the raw question, ACQO with every ablated row (Table 5's question: a
+# positive difference means the removed component helped), and each Stage I lever with
+# 06's Stage I.
 
 # %%
 RETR = study.eval_retrievers(TEST, retrievers, cache_dir=cache_dir)
@@ -229,7 +277,8 @@ save_table(ABLATION.round(4), "18_ablation", tables_dir,
 save_comparisons(COMPARISONS, "18_comparisons", tables_dir,
                  caption="Paired comparisons in nDCG@10 (mean difference, 95% paired bootstrap over "
                          "the test questions; the qrlib.eval.compare schema): every row against the "
-                         "raw question, and ACQO against every ablated row")
+                         "raw question, ACQO against every ablated row, and each Stage I lever "
+                         "against 06's Stage I")
 ABLATION.drop(columns=["policy"], errors="ignore").round(3)
 
 # %% [markdown]

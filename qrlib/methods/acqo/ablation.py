@@ -8,7 +8,7 @@ retrains, and must differ from ACQO in the fusion only:
 * :func:`rerun_config` is an earlier run's saved training config (``config.json``) under a
   new name and start adapter, so every other setting is the one ACQO trained with;
 * :func:`check_env` fails unless the ablation's reward environment prints as ACQO's did with
-  only the fusion changed;
+  only the fusion changed (:func:`check_swap`: only one named field changed);
 * :func:`training_collection` rebuilds 06's training corpus and qrels from its record;
 * :func:`load_subqueries` reads the test decompositions 07 and 12 saved, so their rows are
   scored here without decoding again;
@@ -28,6 +28,9 @@ from qrlib.methods.acqo.study import rebuild_collection as training_collection  
 # Fields of a saved config.json that qrlib.rl.train writes beside TrainConfig's own.
 _RUN_ONLY = ("rows_fingerprint", "env")
 RUNS = ("rrf-stage2", "rrf-both")  # readings of "without RSF" (notebook 18 explains both)
+# Levers on Stage I, not Table 5 rows (notebook 18 explains): fused-stage1 rewards Stage I
+# with the fused list of all its sub-queries (Eq. 9 with lambda = 0) instead of Eq. 6.
+LEVERS = ("fused-stage1",)
 
 
 def rerun_config(config_json: str | os.PathLike, *, name: str,
@@ -53,13 +56,20 @@ def saved_env(config_json: str | os.PathLike) -> str:
 def check_env(env: Any, reference: str, *, fusion: str, reference_fusion: str = "rsf") -> None:
     """Raise unless ``repr(env)`` is ``reference`` with ``fusion={reference_fusion!r}``
     replaced by ``fusion={fusion!r}``: the ablation changes the fusion and nothing else."""
-    want = reference.replace(f"fusion={reference_fusion!r}", f"fusion={fusion!r}")
-    if f"fusion={reference_fusion!r}" not in reference:
-        raise QrlibError(f"the reference run's environment names no {reference_fusion} "
-                         f"fusion: {reference}")
-    if repr(env) != want:
-        raise QrlibError(f"the ablation's reward environment {env!r} differs from ACQO's "
-                         f"{reference} in more than the fusion")
+    check_swap(env, reference, field="fusion", value=fusion, reference_value=reference_fusion)
+
+
+def check_swap(env: Any, reference: str, *, field: str, value: str,
+               reference_value: str) -> None:
+    """Raise unless ``repr(env)`` is ``reference`` with ``{field}={reference_value!r}``
+    replaced by ``{field}={value!r}``: a rerun that changes one field and nothing else."""
+    old, new = f"{field}={reference_value!r}", f"{field}={value!r}"
+    if old not in reference:
+        raise QrlibError(f"the reference run's environment names no {reference_value} "
+                         f"{field}: {reference}")
+    if repr(env) != reference.replace(old, new):
+        raise QrlibError(f"the rerun's reward environment {env!r} differs from the reference "
+                         f"{reference} in more than the {field}")
 
 
 def load_subqueries(path: str | os.PathLike, key: str, writer: str) -> dict[str, list[str]]:

@@ -4,6 +4,8 @@ around the checks of :mod:`qrlib.methods.acqo.ablation`.
 * :func:`load_vanilla`, :func:`check_readings`: what the notebook reads, checked first;
 * :func:`rrf_env` and :func:`rerun`: an earlier run's environment and config with RRF in
   place of RSF (Eq. 1-2), checked to differ in the fusion only;
+* :func:`fused_env`: the Stage I lever's environment, Eq. 9 with lambda = 0 in place of
+  Eq. 6, checked to differ from 06's in the reward only;
 * :class:`AblationRows`: every Table 5 row's test sub-queries (read from 07's and 12's
   saved decompositions, or decoded here), its fusion at test, scale and validity;
 * :func:`check_decoding`: 07's adapter decodes again as it did in 07;
@@ -27,8 +29,8 @@ from qrlib.eval import metrics
 from qrlib.eval.compare import compare, comparison_table
 from qrlib.eval.scale import fmt_scale, log_scale, scale_columns
 from qrlib.eval.stats import fmt_interval
-from qrlib.methods.acqo.ablation import (RUNS, check_env, check_same_test, load_subqueries,
-                                         load_validity, rerun_config, saved_env)
+from qrlib.methods.acqo.ablation import (LEVERS, RUNS, check_env, check_same_test, check_swap,
+                                         load_subqueries, load_validity, rerun_config, saved_env)
 from qrlib.methods.acqo.curriculum import SubqueryProbe
 from qrlib.methods.acqo.study import acqo_env, read_log, score_subqueries, subqueries_of, validity
 from qrlib.rl.config import load_config
@@ -38,13 +40,18 @@ RAW = "raw question"
 PAPER_ROW = {"without RSF": "without RSF", "without Stage II": "without Stage II",
              "without query decomposition": "without QD"}  # ours -> ACQO Table 5's row
 Key = tuple[str, str, str]  # (row label, dataset, retriever)
+LEVER_LABEL = {"fused-stage1": "Stage I on the fused list [fused-stage1]"}  # lever -> row
+STAGE1 = "without Stage II"  # the row each Stage I lever is set against (06's Eq. 6 run)
 
 
-def check_readings(runs: Sequence[str]) -> None:
-    """Fail on a reading of "without RSF" that is not one of :data:`RUNS`."""
-    unknown = sorted(set(runs) - set(RUNS))
-    if unknown:
-        raise QrlibError(f"runs: unknown reading {unknown[0]!r}; accepted: {', '.join(RUNS)}")
+def check_readings(runs: Sequence[str], levers: Sequence[str] = ()) -> None:
+    """Fail on a reading of "without RSF" that is not one of :data:`RUNS`, or a Stage I
+    lever that is not one of :data:`LEVERS`."""
+    for name, given, accepted in (("runs", runs, RUNS), ("levers", levers, LEVERS)):
+        unknown = sorted(set(given) - set(accepted))
+        if unknown:
+            raise QrlibError(f"{name}: unknown reading {unknown[0]!r}; accepted: "
+                             f"{', '.join(accepted)}")
 
 
 def load_vanilla(run_dir: str | Path, profile: str) -> dict[str, Any]:
@@ -67,6 +74,19 @@ def rrf_env(record: Any, retriever: Any, qrels: Mapping, reward: str, *,
     ``reference`` run saved: it must differ in the fusion and nothing else."""
     env = SubqueryProbe(acqo_env(record, retriever, qrels, reward, fusion="rrf", **extra), k=10)
     check_env(env, saved_env(run_config(reference)), fusion="rrf")
+    return env
+
+
+def fused_env(record: Any, retriever: Any, qrels: Mapping, *,
+              reference: Mapping[str, Any]) -> SubqueryProbe:
+    """The Stage I lever's reward environment: 06's, with Eq. 9's score of the fusion of
+    *all* sub-queries and lambda = 0 (no Eq. 10 bonus) in place of Eq. 6's best subset,
+    checked against the ``reference`` Stage I run's saved one: it must differ in the reward
+    and nothing else."""
+    env = SubqueryProbe(acqo_env(record, retriever, qrels, "acqo_stage2", lam=0.0, k_star=0),
+                        k=10)
+    check_swap(env, saved_env(run_config(reference)), field="reward", value="acqo_stage2",
+               reference_value="acqo_stage1")
     return env
 
 
@@ -96,24 +116,46 @@ def stage2_curves(stage2: Any, trained: Mapping[tuple[str, str], Sequence[Mappin
                   retrievers: Sequence[str], window: int = 4) -> tuple[Any, dict]:
     """Stage II reward and sub-queries per rollout of ACQO (RSF) and of each RRF-trained
     run; returns the figure and the logs ``{(label, retriever): log}``."""
+    curves = {("ACQO (RSF)", k): pd.read_csv(stage2.summaries[k]["log"]) for k in retrievers}
+    curves.update({(f"without RSF [{r}]", k): pd.read_csv(v[1]["log"])
+                   for (r, k), v in trained.items()})
+    return training_curves(curves, {"reward": f"Stage II reward (rolling mean of {window})",
+                                    "part/n_sub": "sub-queries per rollout"},
+                           stage="Stage II", window=window), curves
+
+
+def stage1_curves(stage1: Any, levers: Mapping[tuple[str, str], Mapping],
+                  retrievers: Sequence[str], window: int = 8) -> tuple[Any, dict]:
+    """Stage I of 06 (Eq. 6) beside each lever's Stage I: the nDCG@10 of the fusion of all
+    of a rollout's sub-queries (what the test searches; the two rewards are on different
+    scales) and the sub-queries per rollout. Returns the figure and the logs."""
+    curves = {("Stage I, Eq. 6 (06)", k): pd.read_csv(stage1.summary(k)["log"])
+              for k in retrievers}
+    curves.update({(LEVER_LABEL[lv], k): pd.read_csv(v["log"]) for (lv, k), v in levers.items()})
+    return training_curves(curves, {
+        "part/fused_ndcg@10": f"fused nDCG@10 of all sub-queries (rolling mean of {window})",
+        "part/n_sub": "sub-queries per rollout"}, stage="Stage I", window=window), curves
+
+
+def training_curves(curves: Mapping[tuple[str, str], pd.DataFrame], columns: Mapping[str, str],
+                    *, stage: str, window: int) -> Any:
+    """One panel per log column (``{column: y label}``), one line per (label, retriever),
+    each a rolling mean over ``window`` steps."""
     import matplotlib.pyplot as plt
 
     from qrlib import plots
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
-    curves = {("ACQO (RSF)", k): pd.read_csv(stage2.summaries[k]["log"]) for k in retrievers}
-    curves.update({(f"without RSF [{r}]", k): pd.read_csv(v[1]["log"])
-                   for (r, k), v in trained.items()})
+    fig, axes = plt.subplots(1, len(columns), figsize=(5.5 * len(columns), 3.4))
     for i, ((label, kind), log) in enumerate(curves.items()):
-        for ax, col in zip(axes, ("reward", "part/n_sub")):
+        for ax, col in zip(axes, columns):
             if col in log:
                 ax.plot(log.step, log[col].rolling(window, min_periods=1).mean(), color=f"C{i}",
                         label=f"{label}, {kind}")
-    axes[0].set(xlabel="Stage II step", ylabel=f"Stage II reward (rolling mean of {window})")
-    axes[1].set(xlabel="Stage II step", ylabel="sub-queries per rollout")
-    plots.legend_outside(axes[1])
+    for ax, ylabel in zip(axes, columns.values()):
+        ax.set(xlabel=f"{stage} step", ylabel=ylabel)
+    plots.legend_outside(axes[-1])
     fig.tight_layout()
-    return fig, curves
+    return fig
 
 
 def curves_setting(curves: Mapping[tuple[str, str], pd.DataFrame]) -> str:
@@ -179,13 +221,14 @@ class AblationRows:
                            ("without query decomposition", kind): ([van_log], 0, 0)})
 
     def add_decoded(self, label: str, kind: str, decompositions: Mapping[str, list[dict]],
-                    runs: Sequence[Mapping[str, Any]], stage1: Any) -> None:
-        """A row decoded here (an RRF-trained adapter, fused by RRF at test), with the
-        scale of ``runs`` (its Stage I, then Stage II summary)."""
+                    runs: Sequence[Mapping[str, Any]], stage1: Any, *,
+                    fusion: str = "rrf") -> None:
+        """A row decoded here (an RRF-trained adapter, fused by RRF at test; a Stage I
+        lever, by RSF), with the scale of ``runs`` (its Stage I, then Stage II summary)."""
         for name, dec in decompositions.items():
             self.gen[label, name, kind] = dec
             self.rows[label, name, kind] = subqueries_of(dec)
-            self.fusion[label, name, kind] = "rrf"
+            self.fusion[label, name, kind] = fusion
             self.valid[label, name, kind] = validity(dec)
         self.scale[label, kind] = ([read_log(r["log"]) for r in runs], *cold_start(stage1, kind))
 
@@ -200,7 +243,7 @@ class AblationRows:
         """The training scale of every ablated row, for the figure stamp."""
         return "; ".join(f"{lab} ({k}): " + ", ".join(fmt_scale(log_scale(lg)) for lg in logs)
                          for (lab, k), (logs, _, _) in self.scale.items()
-                         if lab.startswith("without"))
+                         if lab.startswith("without") or lab in LEVER_LABEL.values())
 
 
 def check_decoding(again: Mapping[str, Sequence[Mapping]], rows: Mapping[Key, Mapping],
@@ -242,9 +285,9 @@ def score_rows(rows: AblationRows, test: Mapping[str, Any], retrievers: Mapping[
 def comparisons(per_q: Mapping[Key, pd.DataFrame], rows: AblationRows, published: pd.DataFrame, *,
                 datasets: Sequence[str], retrievers: Sequence[str], model: str, bootstrap: int,
                 seed: int) -> pd.DataFrame:
-    """Every row minus the raw question, and ACQO minus every ablated row (Table 5's
-    question), in nDCG@10 with a 95 % paired bootstrap; first checks that the raw question
-    scores as 07 ``published`` it."""
+    """Every row minus the raw question, ACQO minus every ablated row (Table 5's question)
+    and each Stage I lever minus 06's Stage I (:data:`STAGE1`), in nDCG@10 with a 95 %
+    paired bootstrap; first checks that the raw question scores as 07 ``published`` it."""
     out = []
     for name in datasets:
         for kind in retrievers:
@@ -261,6 +304,13 @@ def comparisons(per_q: Mapping[Key, pd.DataFrame], rows: AblationRows, published
                 out.append(compare(pq["nDCG@10"].to_dict(), raw, paper="acqo", dataset=name,
                                    retriever=kind, metric="nDCG@10", method=label, kind="trained",
                                    baseline=RAW, scale=scale, resamples=bootstrap, seed=seed))
+                if label in LEVER_LABEL.values():
+                    out.append(compare(pq["nDCG@10"].to_dict(),
+                                       per_q[STAGE1, name, kind]["nDCG@10"].to_dict(),
+                                       paper="acqo", dataset=name, retriever=kind,
+                                       metric="nDCG@10", method=label, kind="trained",
+                                       baseline=STAGE1, baseline_kind="trained", scale=scale,
+                                       resamples=bootstrap, seed=seed))
                 if label != "ACQO":
                     out.append(compare(acqo, pq["nDCG@10"].to_dict(), paper="acqo", dataset=name,
                                        retriever=kind, metric="nDCG@10", method="ACQO",
@@ -329,11 +379,18 @@ def examples(rows: Mapping[Key, Mapping[str, list[str]]], ds: Any, name: str, ki
 def extra_sentences(comparisons_: pd.DataFrame) -> list[str]:
     """"What we found"'s own sentences: ACQO against every ablated row, one sentence per
     dataset and retriever (the paragraph holds six sentences, so one sentence per row would
-    drop the last rows: the cpu run at de6ab3f lost "without RSF")."""
+    drop the last rows: the cpu run at de6ab3f lost "without RSF"); each Stage I lever
+    against 06's Stage I closes its dataset's sentence."""
     rows = comparisons_[(comparisons_.method == "ACQO") & (comparisons_.baseline != RAW)]
+    levers = comparisons_[comparisons_.method.isin(list(LEVER_LABEL.values()))
+                          & (comparisons_.baseline == STAGE1)]
     out = []
     for (dataset, retriever), g in rows.groupby(["dataset", "retriever"], sort=False):
         parts = "; ".join(f"{r['baseline']} {fmt_interval(r)}" for _, r in g.iterrows())
+        lv = levers[(levers.dataset == dataset) & (levers.retriever == retriever)]
+        parts += "".join(f"; and {r['method']} minus Stage I with Eq. 6 ({STAGE1}) "
+                         f"{fmt_interval(r)}"
+                         for _, r in lv.iterrows())
         out.append(f"ACQO minus each ablated row on {dataset}/{retriever}: {parts}.")
     return out
 
