@@ -463,13 +463,19 @@ def _decompositions(tmp_path):
         "ds | bm25": [{"qid": "q1", "subqueries": ["s2"], "format_ok": True}]}))
 
 
-def test_ablation_rows_scores_and_comparisons(tmp_path):
+def _ablation_rows(tmp_path):
+    """07's and 12's rows read from their saved decompositions, with the test and 06."""
     _decompositions(tmp_path)
     s1, s2 = _record(tmp_path)
     vanilla = {"summaries": {"bm25": {"log": str(tmp_path / "log.csv")}}}
     test = {"ds": _ds()}
     rows = ab.AblationRows()
     rows.read(test, s1, s2, vanilla, "bm25", run_dir=tmp_path)
+    return rows, test, s1
+
+
+def test_ablation_rows_scores_and_comparisons(tmp_path):
+    rows, test, s1 = _ablation_rows(tmp_path)
     assert [k[0] for k in rows.rows] == [ab.RAW, "ACQO", "ACQO, RRF at test only",
                                          "without Stage II", "without query decomposition"]
     assert rows.valid["without Stage II", "ds", "bm25"] == 0.0
@@ -521,12 +527,7 @@ def test_ablation_rows_scores_and_comparisons(tmp_path):
 
 
 def test_stage1_lever_row_against_stage1_and_acqo(tmp_path):
-    _decompositions(tmp_path)
-    s1, s2 = _record(tmp_path)
-    vanilla = {"summaries": {"bm25": {"log": str(tmp_path / "log.csv")}}}
-    test = {"ds": _ds()}
-    rows = ab.AblationRows()
-    rows.read(test, s1, s2, vanilla, "bm25", run_dir=tmp_path)
+    rows, test, s1 = _ablation_rows(tmp_path)
     lever = ab.LEVER_LABEL["fused-stage1"]
     rows.add_decoded(lever, "bm25",
                      {"ds": [{"qid": "q1", "subqueries": ["s1", "s2"], "format_ok": True}]},
