@@ -212,8 +212,10 @@ _ = plots.save_figure(fig, "18_stage2_curves", figures_dir, profile=profile,
 # ### Stage I with Eq. 6 and with the fused list
 #
 # For each Stage I lever: the nDCG@10 of the fusion of all of a rollout's sub-queries (the
-# list the test searches; logged for both runs, so the levels compare) and the
-# sub-queries per rollout, beside 06's Stage I. No figure when `levers` is empty.
+# list the test searches, logged for both runs) and the sub-queries per rollout, beside
+# 06's Stage I. Each run draws its training questions by dynamic sampling, which keeps the
+# groups whose rewards differ, so the two rewards see different questions: compare each
+# curve's trend, not the two levels. No figure when `levers` is empty.
 
 # %%
 if LEVER_RUNS:

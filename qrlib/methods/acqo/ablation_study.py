@@ -128,12 +128,13 @@ def stage1_curves(stage1: Any, levers: Mapping[tuple[str, str], Mapping],
                   retrievers: Sequence[str], window: int = 8) -> tuple[Any, dict]:
     """Stage I of 06 (Eq. 6) beside each lever's Stage I: the nDCG@10 of the fusion of all
     of a rollout's sub-queries (what the test searches; the two rewards are on different
-    scales) and the sub-queries per rollout. Returns the figure and the logs."""
+    scales) and the sub-queries per rollout. Each run's questions are its own dynamic
+    sampling's, so trends compare and levels need not. Returns the figure and the logs."""
     curves = {("Stage I, Eq. 6 (06)", k): pd.read_csv(stage1.summary(k)["log"])
               for k in retrievers}
     curves.update({(LEVER_LABEL[lv], k): pd.read_csv(v["log"]) for (lv, k), v in levers.items()})
     return training_curves(curves, {
-        "part/fused_ndcg@10": f"fused nDCG@10 of all sub-queries (rolling mean of {window})",
+        "part/fused_ndcg@10": f"fused nDCG@10 (rolling mean of {window})",
         "part/n_sub": "sub-queries per rollout"}, stage="Stage I", window=window), curves
 
 
