@@ -25,6 +25,10 @@ def test_run_datasets_and_the_pairs_with_both_runs():
         R.run_datasets(["sometimes"], ["a"], None)
     with pytest.raises(QrlibError, match="not in datasets"):
         R.run_datasets(["think"], ["a"], ["c"])
+    got = R.run_datasets(["nothink", "think", "room"], ["a", "b"], ["b"], ["a"])
+    assert got == {"nothink": ["a", "b"], "think": ["b"], "room": ["a"]}
+    with pytest.raises(QrlibError, match=r"room_datasets \['c'\] are not in datasets; accepted: a, b"):
+        R.run_datasets(["room"], ["a", "b"], None, ["c"])
 
 
 def _hits(h1, h5):

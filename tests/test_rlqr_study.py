@@ -116,6 +116,20 @@ def test_train_all_trains_a_rewriter_per_index_retriever_and_set(monkeypatch, ca
         study.train_all({"x": None}, {}, ["bm25"], ["most"], run_dir="r", train_steps=1)
 
 
+def test_train_all_trains_the_levers_on_lever_datasets_only(monkeypatch):
+    calls = []
+    _fake_pipeline(monkeypatch, calls)
+    retr = {(n, "bm25"): Retr() for n in ("x", "y")}
+    summaries, sizes = study.train_all({"x": None, "y": None}, retr, ["bm25"], ["all", "hard"],
+                                       run_dir="r", train_steps=4, lever_datasets=["y"])
+    assert list(summaries) == [("x", "bm25", "all"), ("y", "bm25", "all"), ("y", "bm25", "hard")]
+    assert sizes[["dataset", "training set"]].values.tolist() == [["x", "all"], ["y", "all"],
+                                                                  ["y", "hard"]]
+    with pytest.raises(QrlibError, match=r"lever_datasets \['z'\] are not in datasets; accepted: x, y"):
+        study.train_all({"x": None, "y": None}, retr, ["bm25"], ["all"], run_dir="r",
+                        train_steps=1, lever_datasets=["z"])
+
+
 def test_curves_setting_and_captions():
     assert study.curves_setting("m", {("x", "bm25", "all"): LOG}) == \
         "m; from the logs: x/bm25/all 2 steps, 2 queries, 8 rollouts, 1.0 min"

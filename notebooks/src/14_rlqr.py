@@ -26,6 +26,7 @@ synthesis_max_new_tokens = 96  # budget of one synthesis
 prefill = "<answer>"  # start of the rewriter's answer ("" leaves the tags to the model)
 reward_k = 3  # nDCG@k of the reward (RL-QR evaluates nDCG@3)
 train_sets = ["all"]  # training questions per rewriter: all (RL-QR) | hard (only those whose source the raw question does not rank first for that retriever; a lever against copying) | room (only those whose source the raw question ranks 2-50)
+lever_datasets = None  # datasets on which the sets other than all (the levers) train; None means every dataset
 train_steps = 2  # GRPO optimizer steps per rewriter
 prompts_per_step = 1  # synthetic queries per step
 num_generations = 4  # rollouts per query (the GRPO group)
@@ -154,12 +155,13 @@ study.synthesis_examples(ATTEMPTS, n_examples)
 #
 # `train_sets` picks the questions: *all* of them (the paper), only the *hard* ones whose
 # source the raw question does not rank first for that retriever, or those whose source it
-# ranks 2-50 (*room*). A set with no question trains no rewriter, and the cell says so.
+# ranks 2-50 (*room*); the sets other than *all* train only on `lever_datasets` when it is
+# given. A set with no question trains no rewriter, and the cell says so.
 
 # %%
 SUMMARIES, TRAIN_SIZES = study.train_all(
     ATTEMPTS, RETRIEVERS, retrievers, train_sets, run_dir=run_dir, train_steps=train_steps,
-    stop=stop, lora_r=lora_r, k=reward_k, prefill=prefill, model=model, algorithm=algorithm,
+    stop=stop, lora_r=lora_r, lever_datasets=lever_datasets, k=reward_k, prefill=prefill, model=model, algorithm=algorithm,
     beta=beta, prompts_per_step=prompts_per_step, num_generations=num_generations,
     max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
     learning_rate=learning_rate, dynamic_sampling=dynamic_sampling, seed=seed)

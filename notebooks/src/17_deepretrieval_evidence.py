@@ -23,6 +23,7 @@ runs = ["nothink"]  # RL runs: nothink (deepretrieval/evidence-nothink) | think 
 room_ranks = [2, 50]  # the room run's window of the raw question's first answer-bearing rank
 room_pool_queries = None  # training questions drawn before the room filter keeps n_train_queries of them (None: 3 x n_train_queries)
 think_datasets = None  # datasets the think run trains and tests on (None: all of datasets); Fig. 4 needs one task
+room_datasets = None  # datasets the room run trains and tests on (None: all of datasets)
 ns = [1, 5, 20]  # H@N cut-offs (DeepRetrieval Table 1)
 train_steps = 2  # GRPO optimizer steps per run
 prompts_per_step = 1  # questions per step
@@ -91,7 +92,7 @@ from qrlib.methods.deepretrieval import evidence_report as R
 from qrlib.methods.deepretrieval import evidence_rl as er
 
 PROMPTS = R.PROMPTS  # run -> prompt (room: nothink's prompt on questions with room to improve)
-RUN_DATASETS = R.run_datasets(runs, datasets, think_datasets)  # run -> the datasets it covers
+RUN_DATASETS = R.run_datasets(runs, datasets, think_datasets, room_datasets)  # run -> the datasets it covers
 NS = tuple(int(n) for n in ns)
 HN = [f"H@{n}" for n in NS]
 print(f"profile={profile} model={model} runs={RUN_DATASETS}")
@@ -108,7 +109,7 @@ print(f"profile={profile} model={model} runs={RUN_DATASETS}")
 # means a vague query can still hit).
 
 # %%
-TRAIN, TEST, SEARCH = R.load_sets(datasets, runs, data_dir=data_dir, drop_yes_no=drop_yes_no,
+TRAIN, TEST, SEARCH = R.load_sets(datasets, RUN_DATASETS, data_dir=data_dir, drop_yes_no=drop_yes_no,
                                   n_train=n_train_queries, n_test=n_test_queries, seed=seed,
                                   ns=NS, room_ranks=room_ranks, room_pool=room_pool_queries)
 R.sets_table(TRAIN, TEST, datasets)

@@ -44,28 +44,34 @@ PROMPTS = {"nothink": "deepretrieval/evidence-nothink", "think": "deepretrieval/
 
 
 def run_datasets(runs: Sequence[str], datasets: Sequence[str],
-                 think_datasets: Sequence[str] | None) -> dict[str, list[str]]:
+                 think_datasets: Sequence[str] | None,
+                 room_datasets: Sequence[str] | None = None) -> dict[str, list[str]]:
     """Run -> the datasets it trains and tests on (the ``think`` run only
-    ``think_datasets`` when given); a one-line error for an unknown run or dataset."""
+    ``think_datasets`` and the ``room`` run only ``room_datasets`` when given); a one-line
+    error for an unknown run or dataset."""
     unknown = [r for r in runs if r not in PROMPTS]
     if unknown:
         raise QrlibError(f"unknown run(s) {unknown}; accepted: {', '.join(PROMPTS)}")
-    extra = sorted(set(think_datasets or []) - set(datasets))
-    if extra:
-        raise QrlibError(f"think_datasets {extra} are not in datasets; accepted: {', '.join(datasets)}")
-    return {run: [n for n in datasets if run != "think" or think_datasets is None
-                  or n in think_datasets] for run in runs}
+    only = {"think": think_datasets, "room": room_datasets}
+    for run, given in only.items():
+        extra = sorted(set(given or []) - set(datasets))
+        if extra:
+            raise QrlibError(f"{run}_datasets {extra} are not in datasets; accepted: "
+                             f"{', '.join(datasets)}")
+    return {run: [n for n in datasets if only.get(run) is None or n in only[run]]
+            for run in runs}
 
 
-def load_sets(datasets: Sequence[str], runs: Sequence[str], *,
+def load_sets(datasets: Sequence[str], runs: Mapping[str, Sequence[str]], *,
               data_dir: str | os.PathLike | None, drop_yes_no: bool, n_train: int | None,
               n_test: int | None, seed: int, ns: Sequence[int], room_ranks: Sequence[int],
               room_pool: int | None) -> tuple[dict, dict, dict]:
     """``(TRAIN, TEST, SEARCH)``: per dataset a seeded training sample of span-answerable
     train questions and the first ``n_test`` span-answerable test questions
     (:class:`~qrlib.methods.deepretrieval.evidence_rl.EvidenceSet`), and BM25 over each
-    split's paragraphs (``SEARCH[split, dataset]``). With a ``room`` run, ``TRAIN[dataset,
-    "room"]`` keeps, from a larger draw (``room_pool``, default 3 x ``n_train``), the
+    split's paragraphs (``SEARCH[split, dataset]``). ``runs``: run -> its datasets
+    (:func:`run_datasets`). For each dataset of the ``room`` run, ``TRAIN[dataset, "room"]``
+    keeps, from a larger draw (``room_pool``, default 3 x ``n_train``), the
     questions whose raw first answer-bearing rank lies in ``room_ranks``."""
     train, test, search = {}, {}, {}
     for name in datasets:
@@ -76,7 +82,7 @@ def load_sets(datasets: Sequence[str], runs: Sequence[str], *,
                                  seed=seed).queries)
         train[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
         search["train", name] = retrieval.build_retriever("bm25", tr.corpus)
-        if "room" in runs:  # a larger draw, then only the questions with room to improve
+        if name in runs.get("room", ()):  # a larger draw, then only the questions with room to improve
             pool = list(qdata.subset(answerable, n_queries=room_pool or 3 * n_train,
                                      n_distractors=0, seed=seed).queries)
             cand = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=pool)

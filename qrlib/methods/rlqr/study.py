@@ -131,10 +131,12 @@ def training_questions(tset: str, queries: Mapping[str, str],
 def train_all(attempts: Mapping[str, Any], retrievers: Mapping[tuple[str, str], Any],
               kinds: Sequence[str], train_sets: Sequence[str], *, run_dir: str | Path,
               train_steps: int, stop: Sequence[str] = (), lora_r: int = 16,
+              lever_datasets: Sequence[str] | None = None,
               **train_kw: Any) -> tuple[dict[tuple[str, str, str], dict], Any]:
     """One rewriter per (dataset, retriever, training set) on the synthetic questions
     (:func:`~qrlib.methods.rlqr.pipeline.train_rewriter`, run ``rlqr-<dataset>-<kind>``
-    plus the set's suffix); a set with no question trains nothing (said in one line).
+    plus the set's suffix); a set with no question trains nothing (said in one line). The
+    sets other than ``all`` (the levers) train only on ``lever_datasets`` when it is given.
     ``train_kw``: k, prefill, model, algorithm, beta, prompts_per_step, num_generations,
     max_completion_length, temperature, top_p, learning_rate, dynamic_sampling, seed.
     Returns ``(summaries, training-set sizes)``; prints each run and the sizes."""
@@ -143,11 +145,17 @@ def train_all(attempts: Mapping[str, Any], retrievers: Mapping[tuple[str, str], 
     unknown = [t for t in train_sets if t not in SETS]
     if unknown:
         raise QrlibError(f"unknown train_sets {unknown}; accepted: {', '.join(SETS)}")
+    extra = sorted(set(lever_datasets or []) - set(attempts))
+    if extra:
+        raise QrlibError(f"lever_datasets {extra} are not in datasets; accepted: "
+                         f"{', '.join(attempts)}")
     summaries, sizes = {}, []
     for name, att in attempts.items():
         queries, qrels = rlqr.training_set(att)
+        sets = [t for t in train_sets if t == "all" or lever_datasets is None
+                or name in lever_datasets]
         for kind in kinds:
-            for tset in train_sets:
+            for tset in sets:
                 q_, r_ = training_questions(tset, queries, qrels, retrievers[name, kind])
                 sizes.append({"dataset": name, "retriever": kind, "training set": tset,
                               "questions": len(q_)})
