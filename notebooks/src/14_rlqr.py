@@ -161,8 +161,9 @@ study.synthesis_examples(ATTEMPTS, n_examples)
 # %%
 SUMMARIES, TRAIN_SIZES = study.train_all(
     ATTEMPTS, RETRIEVERS, retrievers, train_sets, run_dir=run_dir, train_steps=train_steps,
-    stop=stop, lora_r=lora_r, lever_datasets=lever_datasets, k=reward_k, prefill=prefill, model=model, algorithm=algorithm,
-    beta=beta, prompts_per_step=prompts_per_step, num_generations=num_generations,
+    lever_datasets=lever_datasets, stop=stop, lora_r=lora_r, k=reward_k, prefill=prefill,
+    model=model, algorithm=algorithm, beta=beta, prompts_per_step=prompts_per_step,
+    num_generations=num_generations,
     max_completion_length=max_completion_length, temperature=temperature, top_p=top_p,
     learning_rate=learning_rate, dynamic_sampling=dynamic_sampling, seed=seed)
 save_json({"/".join(key): s for key, s in SUMMARIES.items()}, out_dir / "summaries.json")

@@ -82,7 +82,7 @@ def load_sets(datasets: Sequence[str], runs: Mapping[str, Sequence[str]], *,
                                  seed=seed).queries)
         train[name] = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=qids)
         search["train", name] = retrieval.build_retriever("bm25", tr.corpus)
-        if name in runs.get("room", ()):  # a larger draw, then only the questions with room to improve
+        if name in runs.get("room", ()):  # a larger draw, then the questions with room
             pool = list(qdata.subset(answerable, n_queries=room_pool or 3 * n_train,
                                      n_distractors=0, seed=seed).queries)
             cand = er.evidence_set(tr, drop_yes_no=drop_yes_no, qids=pool)
