@@ -498,18 +498,21 @@ class StopEnv(FakeEnv):
 
 @pytest.mark.slow
 def test_hf_rollouts_end_at_stop_strings_in_micro_batches(tmp_path, monkeypatch):
-    """TRL's HF path with stop strings (the tokenizer reaches generate) and a step trained
-    in two micro-batches with gradient accumulation."""
+    """TRL's HF path with stop strings (the tokenizer reaches generate) and a step of two
+    groups trained in four micro-batches with gradient accumulation, each micro-batch
+    within one group (TRL's row shuffle would mix the groups: all eight micro-batches
+    pure by chance with probability (3/7)^8)."""
     monkeypatch.setenv("QRLIB_ROLLOUTS", "hf")
     env = StopEnv()
     cfg = T.load_config({"name": "stops", "run_dir": str(tmp_path), "model": "smollm2",
                          "fmt": "deepretrieval-nothink", "prefill": '<answer>{"query": "',
                          "prompt": {"user": "Query for: {query}"}, "max_steps": 2,
-                         "num_generations": 4, "micro_batch_size": 2,
+                         "num_generations": 4, "prompts_per_step": 2, "micro_batch_size": 2,
                          "max_completion_length": 24, "temperature": 1.0, "stop": [" "],
                          "save_steps": 5})
     s = T.train(cfg, env=env, queries={"1": "vitamin d bone", "2": "aspirin heart"})
-    assert s["steps"] == 2 and len(env.completions) == 8
+    assert s["steps"] == 2 and len(env.completions) == 16
+    assert s["prompts_per_pass"] == 1.0 and s["shared_prompt_passes"] >= 8
     from qrlib.generation.contract import DecodingContract
 
     # the adapter carries the run's decoding contract for its test decoding

@@ -268,6 +268,9 @@ def _train(cfg: TrainConfig, *, env: Any = None,
                "rollouts_backend": rollout_backend(cfg),
                "weight_pushes": getattr(trainer, "qrlib_pushes", None),
                "shared_prompt_passes": getattr(trainer, "qrlib_shared_passes", 0),
+               # distinct prompts per training micro-batch: 1 when each holds one group
+               "prompts_per_pass": (round(trainer.qrlib_pass_prompts / trainer.qrlib_logp_passes, 3)
+                                    if getattr(trainer, "qrlib_logp_passes", 0) else None),
                "adapter_sha256": adapter_sha,
                "trained_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "commit": commit_label(),

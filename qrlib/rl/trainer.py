@@ -147,6 +147,7 @@ def trainer_class() -> type:
 
     import torch
     from trl import GRPOTrainer
+    from trl.trainer.grpo_trainer import split_tensor_dict
 
     class QrlibGRPOTrainer(GRPOTrainer):
         qrlib_dynamic_sampling = 0
@@ -182,6 +183,11 @@ def trainer_class() -> type:
             if getattr(causal_lm_parts(model)[0], "gradient_checkpointing", False):
                 return None  # no prompt cache under checkpointing: TRL's own pass
             groups = prompt_groups(input_ids, attention_mask, input_ids.size(1) - logits_to_keep)
+            if torch.is_grad_enabled():  # a training micro-batch: count its prompts
+                self.qrlib_logp_passes = getattr(self, "qrlib_logp_passes", 0) + 1
+                self.qrlib_pass_prompts = (getattr(self, "qrlib_pass_prompts", 0)
+                                           + (input_ids.size(0) if groups is None
+                                              else groups[0].numel()))
             if groups is None:
                 return None
             self.qrlib_shared_passes = getattr(self, "qrlib_shared_passes", 0) + 1
@@ -203,6 +209,25 @@ def trainer_class() -> type:
             keep = torch.tensor([not f for f in flags], device=mask.device, dtype=mask.dtype)
             out["completion_mask"] = mask * keep.unsqueeze(1)
             return out
+
+        def _prepare_inputs(self, generation_batch):  # type: ignore[override]
+            # TRL shuffles a generation batch's rows before it splits them into the step's
+            # micro-batches. With one optimizer step per generation (qrlib's grpo_args) the
+            # order cannot change the update, whose gradient sums over every micro-batch, but
+            # the shuffle mixes the groups: a micro-batch of 8 from 2 groups of 8 then carries
+            # both prompts, so the shared-prompt pass runs (and holds the activations of)
+            # every prompt in every micro-batch. Kept in generation order (groups contiguous,
+            # as TRL's sampler and `splice` leave them), a micro-batch holds whole groups or
+            # part of one.
+            args = self.args
+            if (not self.model.training or not self.qrlib_shared_prompt
+                    or args.steps_per_generation != args.gradient_accumulation_steps):
+                return super()._prepare_inputs(generation_batch)
+            every = args.steps_per_generation * self.num_iterations
+            if self._step % every == 0 or self._buffered_inputs is None:
+                batch = self._generate_and_score_completions(generation_batch)
+                self._buffered_inputs = split_tensor_dict(batch, args.steps_per_generation)
+            return self._buffered_inputs[self._step % args.steps_per_generation]
 
         def _generate(self, *a, **kw):  # type: ignore[override]
             if not self.qrlib_autocast:
