@@ -91,6 +91,29 @@ def test_per_query_values_that_disagree_with_the_table_are_refused(tmp_path):
     assert T.collapse_verdict(0.1, 0.97) == "collapsed: echo 0.97"
 
 
+def test_a_rewriter_that_changes_no_test_score_is_a_no_op_collapse(tmp_path):
+    # 05's bm25 expansion at c72e453: low copy share in training, yet every one of its 300
+    # test claims scored exactly what the raw claim scored (one glued OOV token appended)
+    raw, trained, _ = _scores()
+    _notebook(tmp_path, raw, dict(raw), log=_log(copy=0.05))
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["05_vanilla_rl"])
+    r = T.trained_table(cmp, pq, None, resamples=200)[0].iloc[0]
+    assert r["equal to raw"] == 1.0 and r["vs raw"] == 0.0
+    assert r["collapse"] == "collapsed: no-op at test (equal to raw 1.00) (copy 0.05, echo 0.00)"
+    # one query moved: not a no-op, and the share says how close it came
+    moved = {**raw, "q0": raw["q0"] + 0.2}
+    _notebook(tmp_path, raw, moved, log=_log(copy=0.05))
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["05_vanilla_rl"])
+    r = T.trained_table(cmp, pq, None, resamples=200)[0].iloc[0]
+    assert r["equal to raw"] == pytest.approx(39 / 40)
+    assert r["collapse"] == "none (copy 0.05, echo 0.00)"
+    assert T.equal_share(trained, raw) == 0.0
+    assert T.collapse_verdict(0.95, 0.0, equal=1.0) == \
+        "collapsed: no-op at test (equal to raw 1.00), copy 0.95"
+    assert T.collapse_verdict(float("nan"), 0.0, equal=1.0) == \
+        "collapsed: no-op at test (equal to raw 1.00); training shares unknown"
+
+
 def test_a_row_re_evaluated_unchanged_by_a_later_notebook_is_listed_once(tmp_path):
     raw, trained, best = _scores()
     _notebook(tmp_path, raw, trained, name="07")

@@ -28,7 +28,7 @@ from qrlib.eval.compare import check_comparisons, compare, read_per_query
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, VALIDITY_COLUMNS
 from qrlib.eval.stats import verdict
 
-__all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "PROMPTING_METHOD", "TRAINED_COLUMNS",
+__all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "NOOP_SHARE", "equal_share", "PROMPTING_METHOD", "TRAINED_COLUMNS",
            "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
            "findings", "forest_figure"]
 
@@ -37,6 +37,11 @@ TRAINED_KINDS = ("trained", "warm start")
 #: A run collapsed when its last quarter's copy or echo share is above this
 #: (:func:`qrlib.rl.health.collapse`'s threshold).
 COLLAPSE_SHARE = 0.9
+#: A trained row is a **no-op at test** when at least this share of its test queries score
+#: exactly what the raw query scores: the rewriter changed nothing the retriever can see
+#: (e.g. an expansion that appends one glued out-of-vocabulary token, which the copy and echo
+#: flags of training do not catch).
+NOOP_SHARE = 1.0
 #: Notebook 19's training-free row every trained row is measured against.
 PROMPTING_NOTEBOOK, PROMPTING_METHOD, PROMPTING_RAW = "19_prompting_baselines", "best-prompt", "raw"
 #: Raw-query scores that agree to this many decimals are the same search.
@@ -47,7 +52,7 @@ TRAINED_COLUMNS = (
     "score", "raw score", "vs raw", "vs raw lo", "vs raw hi", "vs raw verdict",
     "prompting score", "vs prompting", "vs prompting lo", "vs prompting hi",
     "vs prompting verdict", "prompting note", "test valid", "train valid", "train copy",
-    "train echo", "collapse", "policy", "RL steps", "SFT steps", "train queries", "rollouts",
+    "train echo", "equal to raw", "collapse", "policy", "RL steps", "SFT steps", "train queries", "rollouts",
     "train min", "scale note", "level")
 
 
@@ -72,13 +77,25 @@ def load_notebook_tables(tables_dir: str | Path, notebooks: list[str]
     return comparisons, per_query, missing
 
 
-def collapse_verdict(copy: float, echo: float, threshold: float = COLLAPSE_SHARE) -> str:
+def equal_share(own: Mapping[str, float], raw: Mapping[str, float]) -> float:
+    """The share of the row's test queries whose score equals the raw query's (to 1e-6)."""
+    return sum(abs(v - raw[q]) <= _SAME for q, v in own.items()) / len(own) if own else math.nan
+
+
+def collapse_verdict(copy: float, echo: float, threshold: float = COLLAPSE_SHARE,
+                     equal: float = math.nan, noop: float = NOOP_SHARE) -> str:
     """``"collapsed: copy 0.95"``, ``"none (copy 0.00, echo 0.00)"`` or ``"unknown"`` (a
-    log without the shares) from a row's last-quarter ``train copy`` and ``train echo``."""
+    log without the shares) from a row's last-quarter ``train copy`` and ``train echo``;
+    ``"collapsed: no-op at test (equal to raw 1.00), ..."`` when ``equal`` (:func:`equal_share`)
+    reaches ``noop``, whatever the training shares say."""
+    nop = [f"no-op at test (equal to raw {equal:.2f})"] if equal >= noop else []
     if not (copy == copy and echo == echo):
-        return "unknown"
+        return f"collapsed: {nop[0]}; training shares unknown" if nop else "unknown"
     hit = [f"{k} {v:.2f}" for k, v in (("copy", copy), ("echo", echo)) if v > threshold]
-    return f"collapsed: {', '.join(hit)}" if hit else f"none (copy {copy:.2f}, echo {echo:.2f})"
+    shares = f"copy {copy:.2f}, echo {echo:.2f}"
+    if nop or hit:
+        return f"collapsed: {', '.join(nop + hit)}" + ("" if hit else f" ({shares})")
+    return f"none ({shares})"
 
 
 def _values(pq: Any, r: Mapping[str, Any], method: str) -> dict[str, float]:
@@ -173,8 +190,10 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 "train valid": r.get("train valid", math.nan),
                 "train copy": r.get("train copy", math.nan),
                 "train echo": r.get("train echo", math.nan),
+                "equal to raw": equal_share(own, raw),
                 "collapse": collapse_verdict(float(r.get("train copy", math.nan)),
-                                             float(r.get("train echo", math.nan)))
+                                             float(r.get("train echo", math.nan)),
+                                             equal=equal_share(own, raw))
                 if steps else "no RL",
                 **{k: r[k] for k in ("policy", "RL steps", "SFT steps", "train queries",
                                      "rollouts", "train min")},
@@ -228,8 +247,8 @@ def findings(table: Any, missing: list[str]) -> str:
     rl = table[table["RL steps"] > 0]
     collapsed = rl[rl["collapse"].str.startswith("collapsed")]
     if len(collapsed):
-        out.append(f"{len(collapsed)} of {len(rl)} RL rows come from runs that collapsed in "
-                   "their last quarter: " + "; ".join(f"{_label(r)}: {r['collapse']}"
+        out.append(f"{len(collapsed)} of {len(rl)} RL rows come from runs that collapsed (in "
+                   "their last training quarter, or to a no-op at test): " + "; ".join(f"{_label(r)}: {r['collapse']}"
                                                        for _, r in collapsed.iterrows()) + ".")
     elif len(rl):
         out.append(f"No RL row comes from a collapsed run (last-quarter copy share at most "

@@ -272,7 +272,8 @@ def _timings(d: Doc) -> str:
     cold = _cold_total(ft)
     peak = float(ft["peak_rss_mb"].max()) if len(ft) else float("nan")
     long_note = (f" The long set (`long:` in `params/{d.profile}.yaml`, `make reproduce LONG=1`): "
-                 f"{d.n(len(lng), 'd', derived='run_timings: count of fresh long-set notebooks')} fresh notebooks, "
+                 f"{d.n(len(lng), 'd', derived='run_timings: count of fresh long-set notebooks')} fresh "
+                 f"notebook{'' if len(lng) == 1 else 's'}, "
                  f"{d.n(float(lng['wall_s'].sum()) / 60, '.1f', derived='run_timings: sum(wall_s of fresh long set) / 60')} min more, "
                  f"{d.n(_cold_total(lng) / 60, '.1f', derived='run_timings: sum(cold wall_s of fresh long set) / 60')} min from scratch"
                  f"{_lower_bound_note(lng)}."
@@ -303,7 +304,8 @@ def readme_timing(d: Doc) -> str:
     lng = ft[ft["notebook"].isin(d.long)]
     ft = ft[~ft["notebook"].isin(d.long)]
     total, peak = float(ft["wall_s"].sum()), float(ft["peak_rss_mb"].max()) if len(ft) else 0.0
-    text = (f"Measured (`tables/{d.profile}/run_timings.md`): the **{len(ft)} fresh notebooks** of "
+    text = (f"Measured (`tables/{d.profile}/run_timings.md`): the **{len(ft)} fresh "
+            f"notebook{'' if len(ft) == 1 else 's'}** of "
             f"`make reproduce` took **{total / 60:.1f} min** together on 2 cores with warm caches, "
             f"each from its own run at the commit its stamp names; peak memory "
             f"**{peak / 1024:.1f} GB**.")
@@ -318,7 +320,7 @@ def readme_timing(d: Doc) -> str:
         numbers = ", ".join(n.split("_", 1)[0] for n in d.long)
         text += (f" The profile's **long set** (notebooks {numbers}: `long:` in "
                  f"`params/{d.profile}.yaml`, run by `make reproduce LONG=1`) is left out of "
-                 f"that time; its {len(lng)} fresh notebooks took **"
+                 f"that time; its {len(lng)} fresh notebook{'' if len(lng) == 1 else 's'} took **"
                  f"{float(lng['wall_s'].sum()) / 60:.1f} min** more (**"
                  f"{_cold_total(lng) / 60:.1f} min** from scratch{_lower_bound_note(lng)}).")
     if stale:

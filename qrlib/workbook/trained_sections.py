@@ -49,7 +49,7 @@ def trained_rows_section(d: Doc) -> str:
                 if len(both) else "") + ".")
     ci = f"[{d.n(t['level'].max() * 100, '.0f')}% CI]"
     head = ["nb", "test set", "metric", "trained row", f"Δ vs raw {ci}",
-            f"Δ vs prompting baseline {ci}", "test valid", "collapse (last quarter)",
+            f"Δ vs prompting baseline {ci}", "test valid", "collapse (last quarter; no-op at test)",
             "training scale"]
     return (f"## Every trained row against the raw query and the prompting baseline "
             f"(notebook 20: {cite(TRAINED)})\n\n"
