@@ -171,3 +171,15 @@ def test_reasons_for_committed_documents_do_not_depend_on_git_state(monkeypatch)
     plain = F.notebook_status(name, params, manifest, {}, note_uncommitted=False)
     assert noted.reasons[0].endswith("changed (uncommitted)")
     assert plain.reasons[0] == "qrlib/methods/bandits/bandits.py changed"
+
+
+def test_a_reused_training_from_older_code_makes_its_notebook_stale():
+    profile = wb.load_profile(CPU)
+    manifest = _fresh_manifest(profile)
+    manifest["13_deepretrieval_sql"]["reused_from"] = {
+        "sql-scratch": {"commit": "a6b3571252", "changed": ["qrlib/rl/trainer.py"]}}
+    stale = _stale(profile, manifest)
+    assert stale["13_deepretrieval_sql"] == [
+        "reused training sql-scratch was trained at a6b3571252, before changes to "
+        "qrlib/rl/trainer.py; move runs/<profile>/rl/sql-scratch aside to retrain"]
+    assert stale["20_trained_rows"] == ["reads 13_deepretrieval_sql, which is stale"]

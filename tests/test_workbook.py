@@ -591,6 +591,52 @@ def test_a_failed_notebook_leaves_its_published_outputs_as_they_were(tmp_path):
     assert (tables / "07_b.csv").read_text() == "not ours to restore\n"
 
 
+def test_a_reused_training_names_the_code_changed_since_it_ran(tmp_path):
+    """A training found finished in runs/ was run by the code of its own commit: the runner
+    records which of the notebook's training modules changed since, and status calls the
+    notebook stale for it (13 at fa9c81e would have reused SQL runs trained before the
+    trainer's micro-batch change)."""
+    import subprocess
+
+    from qrlib.workbook import freshness as F
+    from qrlib.workbook.publish import reused_from
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@t"), git("config", "user.name", "t")
+    for f in ("qrlib/rl/trainer.py", "qrlib/eval/stats.py", "qrlib/rl/env.py"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("a = 1\n")
+    git("add", "."), git("commit", "-qm", "one")
+    first = git("rev-parse", "--short=10", "HEAD")
+    for f in ("qrlib/rl/trainer.py", "qrlib/eval/stats.py"):
+        (tmp_path / f).write_text("a = 2\n")
+    git("commit", "-qam", "two")
+    second = git("rev-parse", "--short=10", "HEAD")
+    mods = ["qrlib/rl/trainer.py", "qrlib/eval/stats.py", "qrlib/rl/env.py"]
+    assert F.training_drift(first, second, mods, tmp_path) == ["qrlib/rl/trainer.py"]
+    assert F.training_drift(second, second, mods, tmp_path) == []
+    assert F.training_drift(first + " + changes", second, mods, tmp_path) is None
+    assert F.training_drift("0" * 10, second, mods, tmp_path) is None  # not in this clone
+    line = (f"[qrlib.rl.train] sql-scratch already trained to step 60 (max_steps 60) on "
+            f"2026-11-29 12:53 UTC at commit {first} (60 steps, 118 queries); reused, nothing "
+            "to do\n[qrlib.rl.train] ../runs/cpu/rl/old already trained to step 60 "
+            "(max_steps 60); nothing to do\n")
+    nb = {"cells": [{"outputs": [{"text": line}]}]}
+    rec = reused_from(nb, mods, second, tmp_path)
+    assert rec == {"sql-scratch": {"commit": first, "changed": ["qrlib/rl/trainer.py"]},
+                   "old": {"commit": "unknown", "changed": None}}
+    reasons = F._reuse_reasons({"reused_from": rec})
+    assert reasons[0].startswith("reused training old (commit unknown): git cannot tell")
+    assert reasons[1] == (f"reused training sql-scratch was trained at {first}, before changes "
+                          "to qrlib/rl/trainer.py; move runs/<profile>/rl/sql-scratch aside "
+                          "to retrain")
+    assert F._reuse_reasons({"reused_from": {"x": {"commit": second, "changed": []}}}) == []
+
+
 def test_reused_trainings_are_read_from_the_trainers_own_lines():
     """A notebook that found its training done in runs/ says so in the manifest, so its
     wall time is not taken for a run from scratch."""

@@ -296,6 +296,45 @@ def uncommitted(paths: list[str], root: Path) -> set[str]:
     return {line[3:].strip() for line in out.splitlines() if len(line) > 3}
 
 
+#: Modules a training does not run: a reused training is compared on the notebook's others.
+EVAL_ONLY = ("qrlib/eval/", "qrlib/plots.py")
+
+
+def training_drift(trained_at: str, run_at: str, modules: Iterable[str],
+                   root: Path = REPO_ROOT) -> list[str] | None:
+    """The files among ``modules`` (a notebook's imports, less :data:`EVAL_ONLY`) that differ
+    between commit ``trained_at`` (where a training the notebook found finished in ``runs/``
+    ran) and ``run_at`` (the notebook's own run): code the reused training never ran. ``None``
+    when git cannot tell (a training with uncommitted changes, a commit not in the clone)."""
+    paths = sorted(m for m in modules if not m.startswith(EVAL_ONLY))
+    if not paths or "+" in trained_at or "+" in run_at:
+        return None if "+" in trained_at + run_at else []
+    try:
+        out = subprocess.run(["git", "-C", str(root), "diff", "--name-only", trained_at,
+                              run_at, "--", *paths], capture_output=True, text=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+
+def _reuse_reasons(entry: Mapping[str, Any]) -> list[str]:
+    """Why a run that reused finished trainings does not measure its own code (the runner
+    records ``reused_from``: run -> the training's commit and :func:`training_drift`)."""
+    out = []
+    for run, r in sorted((entry.get("reused_from") or {}).items()):
+        changed = r.get("changed")
+        if changed is None:
+            out.append(f"reused training {run} (commit {r.get('commit')}): git cannot tell "
+                       "which code trained it; move runs/<profile>/rl/" + run + " aside to retrain")
+        elif changed:
+            out.append(f"reused training {run} was trained at {r.get('commit')}, before "
+                       f"changes to {', '.join(changed[:3])}"
+                       + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+                       + f"; move runs/<profile>/rl/{run} aside to retrain")
+    return out
+
+
 def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return [k for k in sorted(set(old) | set(new)) if value_hash(old.get(k)) != value_hash(new.get(k))]
 
@@ -330,6 +369,7 @@ def notebook_status(name: str, params: Mapping[str, Any], manifest: Mapping[str,
                        + " changed")
     data_now = data_inputs(old.get("data", {}), root, params.get("data_dir"))
     reasons += [f"data {d} changed" for d in _changed_keys(old.get("data", {}), data_now)]
+    reasons += _reuse_reasons(entry)
     declared = declared_reads(name, root)
     if sorted(declared) != sorted((old.get("upstream") or {})):
         reasons.append("declared reads changed")

@@ -35,7 +35,8 @@ from typing import Any
 from qrlib.core.io import REPO_ROOT, STAMP_PREFIX, atomic_write, save_table
 from qrlib.core.errors import QrlibError
 from qrlib.core.git import commit_info
-from qrlib.workbook.freshness import load_manifest, published_entries, value_hash
+from qrlib.workbook.freshness import (load_manifest, published_entries, training_drift,
+                                     value_hash)
 
 PUBLISHED_PROFILES = ("cpu",)
 RESULTS_PROFILE = "cpu"
@@ -327,6 +328,19 @@ def write_index(dest: Path, profile: str) -> Path:
 
 REUSE_LINE = re.compile(r"\[qrlib\.rl\.train\] (?:\S*/)?([^/\s]+) already trained to step (\d+)"
                         r"|\[qrlib\.rl\.train\] resuming from checkpoint-(\d+)")
+#: The commit a reused training ran at, in :func:`qrlib.rl.train.reuse_note`'s line.
+REUSE_COMMIT = re.compile(r"\[qrlib\.rl\.train\] (?:\S*/)?([^/\s]+) already trained to step \d+ "
+                          r"\(max_steps \d+\) on [^;]*? at commit ([0-9a-f]{7,40}(?: \+ changes)?)")
+
+
+def _output_text(nb: Any) -> str:
+    """Every text output of an executed notebook, joined."""
+    parts = []
+    for cell in getattr(nb, "cells", None) or nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            text = out.get("text", "")
+            parts.append("".join(text) if isinstance(text, list) else str(text))
+    return "\n".join(parts)
 
 
 def reused_trainings(nb: Any) -> list[str]:
@@ -334,15 +348,27 @@ def reused_trainings(nb: Any) -> list[str]:
     lines in its outputs: ``"acqo-stage1-bm25 (finished, step 100)"`` for a run found
     complete in the run folder, ``"resumed at step 40"`` for one continued from a
     checkpoint. Its wall time then understates a run from scratch."""
-    found = []
-    for cell in getattr(nb, "cells", None) or nb.get("cells", []):
-        for out in cell.get("outputs", []):
-            text = out.get("text", "")
-            text = "".join(text) if isinstance(text, list) else str(text)
-            for m in REUSE_LINE.finditer(text):
-                found.append(f"{m.group(1)} (finished, step {m.group(2)})" if m.group(1)
-                             else f"resumed at step {m.group(3)}")
+    found = [f"{m.group(1)} (finished, step {m.group(2)})" if m.group(1)
+             else f"resumed at step {m.group(3)}" for m in REUSE_LINE.finditer(_output_text(nb))]
     return list(dict.fromkeys(found))
+
+
+def reused_from(nb: Any, modules: list[str], run_at: str, root: Path = REPO_ROOT
+                ) -> dict[str, dict[str, Any]]:
+    """For each finished training an executed notebook reused: the commit it was trained at
+    and the notebook's training code changed since (:func:`~qrlib.workbook.freshness.
+    training_drift`), which ``qrlib status`` turns into a stale reason; a line without a
+    commit (written before the trainer named it) counts as ``"unknown"``."""
+    text = _output_text(nb)
+    commits = {m.group(1): m.group(2) for m in REUSE_COMMIT.finditer(text)}
+    out = {}
+    for m in REUSE_LINE.finditer(text):
+        if m.group(1):
+            c = commits.get(m.group(1), "unknown")
+            out[m.group(1)] = {"commit": c,
+                               "changed": None if c == "unknown" else
+                               training_drift(c, run_at, modules, root)}
+    return out
 
 
 def _params_key(entry: dict[str, Any]) -> str | None:

@@ -295,6 +295,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                      "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
                      "outputs": outputs, "inputs": inputs,
                      "reused_training": publish.reused_trainings(executed),
+                     "reused_from": publish.reused_from(executed, list(static["modules"]),
+                                                        info["commit"], root),
                      "ld_preload": env.get("LD_PRELOAD", "")}  # timings differ with it
             entry.update(publish.cold_run(entry, manifest.get(name)))
             freshness.save_manifest_entry(profile["name"], name, entry, root)
