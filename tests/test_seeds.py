@@ -43,3 +43,34 @@ def test_a_claim_holds_only_when_every_seed_holds(tmp_path):
     assert r["seeds"] == 3 and abs(r["diff mean"] - 0.07 / 3) < 1e-12
     assert (r["diff min"], r["diff max"], r["every seed"]) == (0.02, 0.03, "beats")
     assert r["diff per seed"].startswith("0: +0.030 [+0.010, +0.050]; 1: +0.020")
+
+
+def test_a_replica_that_ran_other_code_is_left_out(tmp_path):
+    """A seed replica trained before a trainer change does not measure today's code: by the
+    manifests (same notebook source and modules), it is left out of the spread and the
+    verdict, and named."""
+    import json
+
+    base = tmp_path / "tables" / "cpu"
+    rep = base.parent / "cpu-seed1"
+    for d in (base, rep):
+        d.mkdir(parents=True)
+    save_table(_table(0.03, 0.01, 0.05), "07_comparisons", base)
+    save_table(_table(-0.02, -0.04, -0.01), "07_comparisons", rep)
+
+    def manifest(d, trainer, commit):
+        inputs = {"source": {"notebooks/src/07_acqo_stage2.py": "s"},
+                  "modules": {"qrlib/rl/trainer.py": trainer}}
+        (d / "manifest.json").write_text(json.dumps(
+            {"07_acqo_stage2": {"inputs": inputs, "commit": commit}}))
+
+    manifest(base, "new", "bbb")
+    manifest(rep, "old", "aaa")
+    assert S.replicas_for("07_comparisons", base) == ([], ["seed 1 (ran other code, at commit aaa)"])
+    v = S.claim_verdict(CLAIM, base)
+    assert (v["verdict"], v["seeds"], v["left out"]) == (
+        "held", 1, ["seed 1 (ran other code, at commit aaa)"])
+    assert S.spread(_table(0.03, 0.01, 0.05), "07_comparisons", base).iloc[0]["seeds"] == 1
+    manifest(rep, "new", "ccc")  # rerun at today's code: it counts, and here it disagrees
+    v = S.claim_verdict(CLAIM, base)
+    assert (v["verdict"], v["seeds"], v["left out"]) == ("not held", 2, [])

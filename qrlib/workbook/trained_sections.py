@@ -77,13 +77,14 @@ def seeds_section(d: Doc) -> str:
     if not d.has(TRAINED):
         return ""
     head_rows = headline_rows(d.t(TRAINED))
-    rows, cited = [], [TRAINED]
+    rows, cited, left = [], [TRAINED], []
     for nb, group in head_rows.groupby("notebook", sort=True):
         table = f"{nb[:2]}_comparisons"
         if not d.has(table):
             continue
         cmp = d.t(table)
         cited.append(table)
+        left += [f"{nb[:2]}: {x}" for x in seeds.replicas_for(table, d.tables_dir)[1]]
         keys = group[["paper", "dataset", "retriever", "metric", "method"]]
         sel = cmp.merge(keys, on=list(keys.columns))
         sel = sel[sel["baseline kind"] == "baseline"]
@@ -107,6 +108,8 @@ def seeds_section(d: Doc) -> str:
             "Training is not bit-reproducible here, so each headline row (every trained row "
             "whose interval against the raw query excludes 0, and ACQO) is trained again "
             f"with seeds 1 and 2 (seed replicas: {where}). A scoreboard claim holds only when "
-            "it holds at every seed that ran.\n\n"
+            "it holds at every seed that ran. A replica counts only where it ran the same "
+            "code as the base run (notebook source and qrlib modules, by the manifests)"
+            + (f"; left out: {'; '.join(left)}" if left else "") + ".\n\n"
             + md_table(["nb", "test set", "trained row", "seeds", "Δ vs raw per seed [95% CI]",
                         "mean Δ", "range", "every seed"], rows) + "\n")
