@@ -18,7 +18,6 @@ says why. Pure functions of the tables on disk.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -46,11 +45,13 @@ def replica_dirs(tables_dir: str | Path) -> list[tuple[int, Path]]:
 def _code(tables_dir: Path, table: str) -> tuple[Any, str] | None:
     """The source and module hashes the manifest records for the notebook that wrote
     ``table`` (``NN_...``), and its commit; None when there is no such record."""
+    from qrlib.core.io import load_json
+
     try:
-        manifest = json.loads((tables_dir / "manifest.json").read_text(encoding="utf-8"))
+        manifest = load_json(tables_dir / "manifest.json")
     except (OSError, ValueError):
         return None
-    entry = next((e for n, e in sorted(manifest.items()) if n[:3] == table[:3]), None)
+    entry = next((e for n, e in manifest.items() if n[:3] == table[:3]), None)
     inputs = (entry or {}).get("inputs") or {}
     if "modules" not in inputs:
         return None
@@ -85,13 +86,15 @@ def _row(table: Any, key: dict[str, Any]) -> Any | None:
 def spread(rows: Any, table: str, tables_dir: str | Path, *, base_seed: int = 0) -> Any:
     """For each comparison row of ``rows`` (read from ``tables_dir/<table>.csv``, the base
     seed), its difference at every seed replica that has the same row and ran the same code
-    (:func:`replicas_for`): ``seeds`` (how many runs), ``runs`` (``(seed, diff, lo, hi)`` each), ``diff per seed`` (``seed: diff [lo, hi]``), ``diff mean``, ``diff min``, ``diff
+    (:func:`replicas_for`): ``seeds`` (how many runs), ``runs`` (``(seed, diff, lo, hi)``
+    each), ``diff per seed`` (``seed: diff [lo, hi]``), ``diff mean``, ``diff min``, ``diff
     max`` and ``every seed`` (the verdict every run shares, or ``"differs"``)."""
     import pandas as pd
 
     from qrlib.core.io import read_table
 
-    replicas = [(s, read_table(d / f"{table}.csv")) for s, d in replicas_for(table, tables_dir)[0]]
+    replicas = [(s, read_table(d / f"{table}.csv"))
+                for s, d in replicas_for(table, tables_dir)[0]]
     out = []
     for _, r in rows.iterrows():
         key = {k: r[k] for k in ROW_KEY}

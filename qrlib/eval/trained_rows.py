@@ -28,8 +28,8 @@ from qrlib.eval.compare import check_comparisons, compare, read_per_query
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, VALIDITY_COLUMNS
 from qrlib.eval.stats import verdict
 
-__all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "NOOP_SHARE", "equal_share", "PROMPTING_METHOD", "TRAINED_COLUMNS",
-           "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
+__all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "NOOP_SHARE", "equal_share", "PROMPTING_METHOD",
+           "TRAINED_COLUMNS", "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
            "findings", "forest_figure"]
 
 #: Comparison kinds that are trained rows (an RL run, or an SFT warm start alone).
@@ -52,8 +52,8 @@ TRAINED_COLUMNS = (
     "score", "raw score", "vs raw", "vs raw lo", "vs raw hi", "vs raw verdict",
     "prompting score", "vs prompting", "vs prompting lo", "vs prompting hi",
     "vs prompting verdict", "prompting note", "test valid", "train valid", "train copy",
-    "train echo", "equal to raw", "collapse", "policy", "RL steps", "SFT steps", "train queries", "rollouts",
-    "train min", "scale note", "level")
+    "train echo", "equal to raw", "collapse", "policy", "RL steps", "SFT steps",
+    "train queries", "rollouts", "train min", "scale note", "level")
 
 
 def load_notebook_tables(tables_dir: str | Path, notebooks: list[str]
@@ -178,7 +178,7 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 pr = {"prompting score": c["baseline score"], "vs prompting": c["diff"],
                       "vs prompting lo": c["lo"], "vs prompting hi": c["hi"],
                       "vs prompting verdict": verdict(c["lo"], c["hi"])}
-            steps = int(r["RL steps"])
+            steps, same = int(r["RL steps"]), equal_share(own, raw)
             rows.append({
                 "notebook": nb, **{k: r[k] for k in ("paper", "dataset", "retriever", "metric",
                                                      "method", "kind")},
@@ -190,10 +190,9 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 "train valid": r.get("train valid", math.nan),
                 "train copy": r.get("train copy", math.nan),
                 "train echo": r.get("train echo", math.nan),
-                "equal to raw": equal_share(own, raw),
+                "equal to raw": same,
                 "collapse": collapse_verdict(float(r.get("train copy", math.nan)),
-                                             float(r.get("train echo", math.nan)),
-                                             equal=equal_share(own, raw))
+                                             float(r.get("train echo", math.nan)), equal=same)
                 if steps else "no RL",
                 **{k: r[k] for k in ("policy", "RL steps", "SFT steps", "train queries",
                                      "rollouts", "train min")},
@@ -248,8 +247,9 @@ def findings(table: Any, missing: list[str]) -> str:
     collapsed = rl[rl["collapse"].str.startswith("collapsed")]
     if len(collapsed):
         out.append(f"{len(collapsed)} of {len(rl)} RL rows come from runs that collapsed (in "
-                   "their last training quarter, or to a no-op at test): " + "; ".join(f"{_label(r)}: {r['collapse']}"
-                                                       for _, r in collapsed.iterrows()) + ".")
+                   "their last training quarter, or to a no-op at test): "
+                   + "; ".join(f"{_label(r)}: {r['collapse']}" for _, r in collapsed.iterrows())
+                   + ".")
     elif len(rl):
         out.append(f"No RL row comes from a collapsed run (last-quarter copy share at most "
                    f"{rl['train copy'].max():.2f}, echo at most {rl['train echo'].max():.2f}).")

@@ -306,9 +306,11 @@ def training_drift(trained_at: str, run_at: str, modules: Iterable[str],
     between commit ``trained_at`` (where a training the notebook found finished in ``runs/``
     ran) and ``run_at`` (the notebook's own run): code the reused training never ran. ``None``
     when git cannot tell (a training with uncommitted changes, a commit not in the clone)."""
+    if "+" in trained_at + run_at:  # "abc + changes": uncommitted code trained it
+        return None
     paths = sorted(m for m in modules if not m.startswith(EVAL_ONLY))
-    if not paths or "+" in trained_at or "+" in run_at:
-        return None if "+" in trained_at + run_at else []
+    if not paths:
+        return []
     try:
         out = subprocess.run(["git", "-C", str(root), "diff", "--name-only", trained_at,
                               run_at, "--", *paths], capture_output=True, text=True,
@@ -326,7 +328,7 @@ def _reuse_reasons(entry: Mapping[str, Any]) -> list[str]:
         changed = r.get("changed")
         if changed is None:
             out.append(f"reused training {run} (commit {r.get('commit')}): git cannot tell "
-                       "which code trained it; move runs/<profile>/rl/" + run + " aside to retrain")
+                       f"which code trained it; move runs/<profile>/rl/{run} aside to retrain")
         elif changed:
             out.append(f"reused training {run} was trained at {r.get('commit')}, before "
                        f"changes to {', '.join(changed[:3])}"

@@ -326,11 +326,12 @@ def write_index(dest: Path, profile: str) -> Path:
     return atomic_write(dest / "README.md", "\n".join(lines) + "\n")
 
 
-REUSE_LINE = re.compile(r"\[qrlib\.rl\.train\] (?:\S*/)?([^/\s]+) already trained to step (\d+)"
-                        r"|\[qrlib\.rl\.train\] resuming from checkpoint-(\d+)")
-#: The commit a reused training ran at, in :func:`qrlib.rl.train.reuse_note`'s line.
-REUSE_COMMIT = re.compile(r"\[qrlib\.rl\.train\] (?:\S*/)?([^/\s]+) already trained to step \d+ "
-                          r"\(max_steps \d+\) on [^;]*? at commit ([0-9a-f]{7,40}(?: \+ changes)?)")
+#: The trainer's own lines for a training found finished (:func:`qrlib.rl.train.reuse_note`,
+#: with the commit it ran at since that note names it) or resumed from a checkpoint.
+REUSE_LINE = re.compile(r"\[qrlib\.rl\.train\] (?:\S*/)?(?P<run>[^/\s]+) already trained to step "
+                        r"(?P<step>\d+)(?: \(max_steps \d+\) on [^;\n]*? at commit "
+                        r"(?P<commit>[0-9a-f]{7,40}(?: \+ changes)?))?"
+                        r"|\[qrlib\.rl\.train\] resuming from checkpoint-(?P<resumed>\d+)")
 
 
 def _output_text(nb: Any) -> str:
@@ -348,8 +349,8 @@ def reused_trainings(nb: Any) -> list[str]:
     lines in its outputs: ``"acqo-stage1-bm25 (finished, step 100)"`` for a run found
     complete in the run folder, ``"resumed at step 40"`` for one continued from a
     checkpoint. Its wall time then understates a run from scratch."""
-    found = [f"{m.group(1)} (finished, step {m.group(2)})" if m.group(1)
-             else f"resumed at step {m.group(3)}" for m in REUSE_LINE.finditer(_output_text(nb))]
+    found = [f"{m['run']} (finished, step {m['step']})" if m["run"]
+             else f"resumed at step {m['resumed']}" for m in REUSE_LINE.finditer(_output_text(nb))]
     return list(dict.fromkeys(found))
 
 
@@ -359,16 +360,10 @@ def reused_from(nb: Any, modules: list[str], run_at: str, root: Path = REPO_ROOT
     and the notebook's training code changed since (:func:`~qrlib.workbook.freshness.
     training_drift`), which ``qrlib status`` turns into a stale reason; a line without a
     commit (written before the trainer named it) counts as ``"unknown"``."""
-    text = _output_text(nb)
-    commits = {m.group(1): m.group(2) for m in REUSE_COMMIT.finditer(text)}
-    out = {}
-    for m in REUSE_LINE.finditer(text):
-        if m.group(1):
-            c = commits.get(m.group(1), "unknown")
-            out[m.group(1)] = {"commit": c,
-                               "changed": None if c == "unknown" else
-                               training_drift(c, run_at, modules, root)}
-    return out
+    return {m["run"]: {"commit": m["commit"] or "unknown",
+                       "changed": training_drift(m["commit"], run_at, modules, root)
+                       if m["commit"] else None}
+            for m in REUSE_LINE.finditer(_output_text(nb)) if m["run"]}
 
 
 def _params_key(entry: dict[str, Any]) -> str | None:

@@ -50,10 +50,10 @@ def render(profile: str, root: Path) -> str:
              "|---|---|---|---|---|---|---|"]
     for v in vs:
         seeds = v.get("seeds", 0)
-        shown = (f"{v['verdict']} ({'one seed' if seeds == 1 else v['why']}"
-                 if v["verdict"] == "held" else f"{v['verdict']} ({v['why']}")
-        shown += (f"; seed replicas left out: {', '.join(v['left out'])})" if v.get("left out")
-                  else ")")
+        why = "one seed" if v["verdict"] == "held" and seeds == 1 else v["why"]
+        left = (f"; seed replicas left out: {', '.join(v['left out'])}" if v.get("left out")
+                else "")
+        shown = f"{v['verdict']} ({why}{left})"
         lines.append(f"| {v['paper']} | {v['claim']} | {v['source']} | {v['paper value']} | "
                      f"{v['ours']} | {shown} | `{v['table']}.md` ({v['notebook']}) |")
     return "\n".join(lines) + "\n"
