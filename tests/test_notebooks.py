@@ -606,7 +606,7 @@ def test_20_pairs_trained_rows_with_the_prompting_baseline(rec, smoke_run):
             continue
         cmp = read_table(path)
         assert (t / f"{path.stem}_per_query.csv").exists(), path.stem
-        sel = cmp[cmp["kind"].isin(TR.TRAINED_KINDS) & (cmp["baseline kind"] == "baseline")]
+        sel = TR.compared_rows(cmp)  # vs the raw query, else the training-free baseline
         expected |= set(map(tuple, sel[key].values))
         n_rows += len(sel)
     # every trained row is there, a row re-evaluated unchanged by a later notebook once
@@ -616,7 +616,13 @@ def test_20_pairs_trained_rows_with_the_prompting_baseline(rec, smoke_run):
     paired = table[table["vs prompting verdict"] != "not compared"]
     assert len(paired) == rec["20_trained_rows"]["trained_rows.paired"] >= 1  # 05's smoke row
     prompting = read_per_query(t / "19_comparisons_per_query.csv")
-    for _, r in paired.iterrows():
+    no_raw = paired["vs raw verdict"] == TR.NO_RAW  # 13: against its own zero-shot model
+    for _, r in paired[no_raw].iterrows():
+        own = TR.compared_rows(read_table(t / f"{r.notebook[:2]}_comparisons.csv"))
+        own = own[own.method == r.method].iloc[0]
+        assert r["vs prompting"] == pytest.approx(own["diff"], abs=1e-4)
+        assert own["baseline"] in r["prompting note"]
+    for _, r in paired[~no_raw].iterrows():
         own = read_per_query(t / f"{r.notebook[:2]}_comparisons_per_query.csv")
         own = own[(own.dataset == r.dataset) & (own.retriever == r.retriever) &
                   (own.metric == r.metric) & (own.method == r.method)].set_index("qid").value

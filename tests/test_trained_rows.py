@@ -145,6 +145,46 @@ def test_results_sections_render_the_table_and_the_seed_spread(tmp_path):
     text = trained_rows_section(d) + "\n" + seeds_section(d)
     assert "1 of 1 trained rows beat both the raw query and the prompting baseline" in text
     assert "| 05 | scifact/bm25 | nDCG@10 | trained-bm25 | +0.050 [" in text
-    assert "| 05 | scifact/bm25 | trained-bm25 | 2 | 0: +0.050 [" in text
+    assert "| 05 | scifact/bm25 | trained-bm25 | raw | 2 | 0: +0.050 [" in text
     assert "| +0.045 | +0.040 to +0.050 | beats |" in text
     assert results.audit(text, d) == []
+
+
+def _sql(tmp_path, zero, sft, rl):
+    """13's shape: no raw query; trained rows against the zero-shot model (untrained)."""
+    KW = dict(paper="deepretrieval", dataset="spider-dev", retriever="sqlite",
+              metric="execution accuracy", baseline="zero-shot", baseline_kind="untrained",
+              resamples=500)
+    scale = scale_columns("qwen", [_log()], test_queries=len(zero), test_valid=0.99)
+    rows = [C.compare(zero, zero, method="zero-shot (think)", kind="untrained", **KW),
+            C.compare(sft, zero, method="SFT on gold", kind="warm start", **KW),
+            C.compare(rl, zero, method="RL from scratch", kind="trained", scale=scale, **KW)]
+    C.save_comparisons(C.comparison_table(rows), "13_comparisons", tmp_path)
+
+
+def test_rows_without_a_raw_query_are_listed_against_their_training_free_baseline(tmp_path):
+    # 13 (text-to-SQL): the question is no query the database runs, so its trained rows
+    # are measured against the zero-shot model; they must be in the table, not dropped
+    from qrlib.workbook.trained_sections import headline_rows
+
+    raw, trained, best = _scores()
+    _notebook(tmp_path, raw, trained)
+    zero = {q: float(i % 2) for i, q in enumerate(raw)}
+    rl = {q: 1.0 for q in raw}                      # +0.5 over zero-shot on every odd query
+    _sql(tmp_path, zero, dict(zero), rl)
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["05_vanilla_rl", "13_deepretrieval_sql"])
+    table, rows = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=500)
+    sql = table[table.notebook == "13_deepretrieval_sql"].set_index("method")
+    assert list(sql.index) == ["SFT on gold", "RL from scratch"]  # zero-shot (think) untrained
+    r = sql.loc["RL from scratch"]
+    assert r["vs raw verdict"] == T.NO_RAW and r["vs raw"] != r["vs raw"]
+    assert r["vs prompting"] == pytest.approx(0.5) and r["vs prompting verdict"] == "beats"
+    assert r["prompting note"] == "no raw query in 13: against its training-free baseline, zero-shot"
+    assert r["equal to raw"] != r["equal to raw"] and r["collapse"] == "none (copy 0.00, echo 0.00)"
+    assert sql.loc["SFT on gold", "vs prompting verdict"] == "is not distinguishable from"
+    assert len(rows) == 2  # SFT and RL against zero-shot; 05 unpaired (no notebook 19)
+    assert set(headline_rows(table).method) == {"trained-bm25", "RL from scratch"}
+    text = T.findings(table, [])
+    assert "2 (notebook 13) have no raw query" in text
+    assert "of the rows without a raw query, 1 beat their training-free baseline: RL from " \
+           "scratch (13, spider-dev/sqlite)" in text

@@ -28,7 +28,7 @@ from qrlib.eval.compare import check_comparisons, compare, read_per_query
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, VALIDITY_COLUMNS
 from qrlib.eval.stats import verdict
 
-__all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "NOOP_SHARE", "equal_share", "PROMPTING_METHOD",
+__all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "NOOP_SHARE", "NO_RAW", "compared_rows", "equal_share", "PROMPTING_METHOD",
            "TRAINED_COLUMNS", "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
            "findings", "forest_figure"]
 
@@ -44,6 +44,10 @@ COLLAPSE_SHARE = 0.9
 NOOP_SHARE = 1.0
 #: Notebook 19's training-free row every trained row is measured against.
 PROMPTING_NOTEBOOK, PROMPTING_METHOD, PROMPTING_RAW = "19_prompting_baselines", "best-prompt", "raw"
+#: ``vs raw verdict`` of a row whose notebook has no raw query (text-to-SQL: the question is
+#: not a query the database can run); its prompting comparison is then the notebook's own
+#: training-free baseline (13's zero-shot model).
+NO_RAW = "no raw query"
 #: Raw-query scores that agree to this many decimals are the same search.
 _SAME = 1e-6
 
@@ -131,26 +135,52 @@ def _prompting(r: Mapping[str, Any], own: Mapping[str, float], raw: Mapping[str,
     return {q: base[q] for q in own}, ""
 
 
+def compared_rows(cmp: Any) -> Any:
+    """The trained rows (:data:`TRAINED_KINDS`) of one ``NN_comparisons`` table, each once:
+    against the raw query (``baseline kind`` baseline) where the notebook has one, otherwise
+    against its first training-free (``untrained``) baseline, e.g. 13's zero-shot model."""
+    import pandas as pd
+
+    key = ["paper", "dataset", "retriever", "metric", "method"]
+    trained = cmp[cmp["kind"].isin(TRAINED_KINDS)]
+    vs_raw = trained[trained["baseline kind"] == "baseline"]
+    raw_keys = set(map(tuple, vs_raw[key].values))
+    no_raw = pd.Series([tuple(k) not in raw_keys for k in trained[key].values],
+                       index=trained.index, dtype=bool)
+    other = trained[(trained["baseline kind"] == "untrained") & no_raw]
+    return pd.concat([vs_raw, other.drop_duplicates(key)]).sort_index()
+
+
+def _vs_prompting(own: Mapping[str, float], base: Mapping[str, float], r: Mapping[str, Any],
+                  baseline: str, *, resamples: int, seed: int) -> dict[str, Any]:
+    """The paired comparison of ``own`` with a training-free ``base`` (:func:`compare`)."""
+    scale = {c: r[c] for c in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if c in r}
+    return compare(own, base, paper=r["paper"], dataset=r["dataset"], retriever=r["retriever"],
+                   metric=r["metric"], method=r["method"], kind=r["kind"], baseline=baseline,
+                   baseline_kind="untrained", scale=scale, resamples=resamples, seed=seed)
+
+
 def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                   prompting: Any | None, *, resamples: int = 10_000, seed: int = 0
                   ) -> tuple[Any, list[dict[str, Any]]]:
-    """One row per trained row (:data:`TRAINED_KINDS`) of every notebook's comparison table
-    against its raw query (``baseline kind`` baseline), in :data:`TRAINED_COLUMNS`: the
-    notebook's own difference to the raw query and its interval, the paired difference to
-    notebook 19's prompting baseline on the same queries (:func:`compare`, ``resamples``
-    resamples, ``seed``) or the reason it has none, test validity, the collapse verdict and
-    the scale. ``prompting``: notebook 19's per-query values (None when it has not run).
-    A row that a later notebook re-evaluates unchanged (same paper, dataset, retriever,
-    metric and method, same per-query values: 16 re-reads 07's adapters on 07's test set) is
-    listed once, under the first notebook. Returns ``(table, comparison rows vs the prompting
-    baseline)``."""
+    """One row per trained row of every notebook's comparison table (:func:`compared_rows`),
+    in :data:`TRAINED_COLUMNS`: the notebook's own difference to the raw query and its
+    interval, the paired difference to notebook 19's prompting baseline on the same queries
+    (:func:`compare`, ``resamples`` resamples, ``seed``) or the reason it has none, test
+    validity, the collapse verdict and the scale. ``prompting``: notebook 19's per-query
+    values (None when it has not run). A row whose notebook has no raw query (SQL) reads
+    :data:`NO_RAW` against it, and its prompting comparison is the notebook's own against its
+    training-free baseline (named in ``prompting note``). A row that a later notebook
+    re-evaluates unchanged (same paper, dataset, retriever, metric and method, same per-query
+    values: 16 re-reads 07's adapters on 07's test set) is listed once, under the first
+    notebook. Returns ``(table, comparison rows vs the prompting baseline)``."""
     import pandas as pd
 
     rows, cmp_rows, seen = [], [], {}
+    nan4 = dict.fromkeys(("vs raw", "vs raw lo", "vs raw hi"), math.nan)
     for nb, cmp in comparisons.items():
-        vs_raw = cmp[cmp["kind"].isin(TRAINED_KINDS) & (cmp["baseline kind"] == "baseline")]
         pq = per_query[nb]
-        for _, r in vs_raw.iterrows():
+        for _, r in compared_rows(cmp).iterrows():
             own, raw = _values(pq, r, r["method"]), _values(pq, r, r["baseline"])
             key = (r["paper"], r["dataset"], r["retriever"], r["metric"], r["method"])
             if key in seen and seen[key] == own:
@@ -163,29 +193,34 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
             if abs(sum(own.values()) / len(own) - float(r["score"])) > 1e-3:
                 raise QrlibError(f"{nb}: the per-query values of {r['method']} do not average "
                                  f"to its table score {float(r['score']):.4f}")
-            base, note = _prompting(r, own, raw, prompting)
+            has_raw = r["baseline kind"] == "baseline"
+            if has_raw:
+                base, note = _prompting(r, own, raw, prompting)
+                name = f"prompting baseline ({PROMPTING_METHOD})"
+            else:
+                base, name = raw, str(r["baseline"])
+                note = (f"no raw query in {nb[:2]}: against its training-free baseline, "
+                        f"{name}")
             pr: dict[str, Any] = {"prompting score": math.nan, "vs prompting": math.nan,
                                   "vs prompting lo": math.nan, "vs prompting hi": math.nan,
                                   "vs prompting verdict": "not compared"}
             if base is not None:
-                scale = {c: r[c] for c in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if c in r}
-                c = compare(own, base, paper=r["paper"], dataset=r["dataset"],
-                            retriever=r["retriever"], metric=r["metric"], method=r["method"],
-                            kind=r["kind"], baseline=f"prompting baseline ({PROMPTING_METHOD})",
-                            baseline_kind="untrained", scale=scale, resamples=resamples,
-                            seed=seed)
+                c = _vs_prompting(own, base, r, name, resamples=resamples, seed=seed)
                 cmp_rows.append(c)
                 pr = {"prompting score": c["baseline score"], "vs prompting": c["diff"],
                       "vs prompting lo": c["lo"], "vs prompting hi": c["hi"],
                       "vs prompting verdict": verdict(c["lo"], c["hi"])}
-            steps, same = int(r["RL steps"]), equal_share(own, raw)
+            steps = int(r["RL steps"])
+            same = equal_share(own, raw) if has_raw else math.nan
             rows.append({
                 "notebook": nb, **{k: r[k] for k in ("paper", "dataset", "retriever", "metric",
                                                      "method", "kind")},
                 "test queries": int(r["test queries"]), "score": float(r["score"]),
-                "raw score": float(r["baseline score"]), "vs raw": float(r["diff"]),
-                "vs raw lo": float(r["lo"]), "vs raw hi": float(r["hi"]),
-                "vs raw verdict": verdict(r["lo"], r["hi"]), **pr, "prompting note": note,
+                **({"raw score": float(r["baseline score"]), "vs raw": float(r["diff"]),
+                    "vs raw lo": float(r["lo"]), "vs raw hi": float(r["hi"]),
+                    "vs raw verdict": verdict(r["lo"], r["hi"])} if has_raw else
+                   {"raw score": math.nan, **nan4, "vs raw verdict": NO_RAW}),
+                **pr, "prompting note": note,
                 "test valid": r.get("test valid", math.nan),
                 "train valid": r.get("train valid", math.nan),
                 "train copy": r.get("train copy", math.nan),
@@ -226,23 +261,36 @@ def findings(table: Any, missing: list[str]) -> str:
 
     n = len(table)
     up, down, tie = counts("vs raw verdict")
+    no_raw = table[table["vs raw verdict"] == NO_RAW]
     out = [f"Of {n} trained row{'s' if n != 1 else ''} from {table.notebook.nunique()} "
            f"notebooks, {up} beat the raw query with a 95 % interval above 0, {down} fall "
-           f"below it and {tie} cannot be told apart from it."]
+           f"below it and {tie} cannot be told apart from it"
+           + (f"; {len(no_raw)} (notebook{'s' if no_raw.notebook.nunique() > 1 else ''} "
+              f"{', '.join(sorted({x[:2] for x in no_raw.notebook}))}) have no raw query and "
+              "are compared with their notebook's training-free baseline instead"
+              if len(no_raw) else "") + "."]
     paired = table[table["vs prompting verdict"] != "not compared"]
     if len(paired):
         pu, pd_, pt = counts("vs prompting verdict")
-        out.append(f"Paired on the same test queries with notebook 19's prompting baseline, "
+        out.append(f"Paired on the same test queries with a training-free baseline (notebook "
+                   f"19's prompting baseline, or the notebook's own where it has no raw query), "
                    f"{pu} of {len(paired)} rows beat it, {pd_} fall below it and {pt} cannot "
-                   f"be told apart; {n - len(paired)} rows have no prompting comparison "
-                   "(their reasons are in the table's last text column).")
+                   "be told apart" + (f"; {n - len(paired)} rows have no such comparison "
+                                      "(their reasons are in the table's last text column)"
+                                      if n > len(paired) else "") + ".")
     else:
         out.append("No row could be paired with a prompting baseline in this run (the table "
                    "says why for each).")
     both = table[(table["vs raw verdict"] == "beats") & (table["vs prompting verdict"] == "beats")]
-    out.append("Rows that beat both the raw query and the prompting baseline: "
-               + "; ".join(_label(r) for _, r in both.iterrows()) + "." if len(both) else
-               "No trained row beats both the raw query and the prompting baseline.")
+    up_no_raw = no_raw[no_raw["vs prompting verdict"] == "beats"]
+    out.append(("Rows that beat both the raw query and the prompting baseline: "
+                + "; ".join(_label(r) for _, r in both.iterrows()) if len(both) else
+                "No trained row beats both the raw query and the prompting baseline")
+               + ("" if not len(no_raw) else
+                  f"; of the rows without a raw query, {len(up_no_raw)} beat their "
+                  "training-free baseline" + (": " + "; ".join(
+                      _label(r) for _, r in up_no_raw.iterrows()) if len(up_no_raw) else ""))
+               + ".")
     rl = table[table["RL steps"] > 0]
     collapsed = rl[rl["collapse"].str.startswith("collapsed")]
     if len(collapsed):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from qrlib.eval import seeds
+from qrlib.eval.trained_rows import NO_RAW, compared_rows
 from qrlib.workbook.resultsdoc import Doc, cite, md_table
 
 TRAINED = "20_trained_rows"
@@ -35,9 +36,10 @@ def trained_rows_section(d: Doc) -> str:
         return ""
     t = d.t(TRAINED)
     rows = [[f"{r.notebook[:2]}", f"{r.dataset}/{r.retriever}", r.metric, r.method,
-             _interval(d, r, "vs raw"),
-             _interval(d, r, "vs prompting") if r["vs prompting"] == r["vs prompting"]
-             else f"– ({r['prompting note']})",
+             _interval(d, r, "vs raw") if r["vs raw verdict"] != NO_RAW else f"– ({NO_RAW})",
+             _interval(d, r, "vs prompting") + (f" ({r['prompting note']})"
+                                                if r["prompting note"] else "")
+             if r["vs prompting"] == r["vs prompting"] else f"– ({r['prompting note']})",
              d.n(r["test valid"], ".2f"), r.collapse, _scale(d, r)]
             for _, r in t.iterrows()]
     both = t[(t["vs raw verdict"] == "beats") & (t["vs prompting verdict"] == "beats")]
@@ -61,8 +63,11 @@ def trained_rows_section(d: Doc) -> str:
 
 def headline_rows(t: Any) -> Any:
     """The rows trained with three seeds: every trained row whose interval against the raw
-    query excludes 0, and ACQO's own trained rows (notebook 07)."""
-    return t[(t["vs raw verdict"] != "is not distinguishable from") |
+    query excludes 0 (against its notebook's training-free baseline where it has no raw
+    query: 13's SQL rows), and ACQO's own trained rows (notebook 07)."""
+    excludes = ["beats", "falls below"]
+    return t[t["vs raw verdict"].isin(excludes) |
+             ((t["vs raw verdict"] == NO_RAW) & t["vs prompting verdict"].isin(excludes)) |
              (t["notebook"] == "07_acqo_stage2")]
 
 
@@ -86,12 +91,12 @@ def seeds_section(d: Doc) -> str:
         cited.append(table)
         left += [f"{nb[:2]}: {x}" for x in seeds.replicas_for(table, d.tables_dir)[1]]
         keys = group[["paper", "dataset", "retriever", "metric", "method"]]
-        sel = cmp.merge(keys, on=list(keys.columns))
-        sel = sel[sel["baseline kind"] == "baseline"]
+        sel = compared_rows(cmp).merge(keys, on=list(keys.columns))
         sp = seeds.spread(sel, table, d.tables_dir)
         for _, r in sp.iterrows():
             src = "mean of the seeds' diff in " + table
-            rows.append([nb[:2], f"{r.dataset}/{r.retriever}", r.method, str(int(r.seeds)),
+            rows.append([nb[:2], f"{r.dataset}/{r.retriever}", r.method, r.baseline,
+                         str(int(r.seeds)),
                          "; ".join(f"{s}: " + d.interval(*(float(x) for x in (a, lo, hi)))
                                    if s == 0 else f"{s}: {_replica(d, a, lo, hi, s, table)}"
                                    for s, a, lo, hi in r.runs) if r.seeds > 1 else "seed 0 only",
@@ -111,5 +116,6 @@ def seeds_section(d: Doc) -> str:
             "it holds at every seed that ran. A replica counts only where it ran the same "
             "code as the base run (notebook source and qrlib modules, by the manifests)"
             + (f"; left out: {'; '.join(left)}" if left else "") + ".\n\n"
-            + md_table(["nb", "test set", "trained row", "seeds", "Δ vs raw per seed [95% CI]",
+            + md_table(["nb", "test set", "trained row", "against", "seeds",
+                        "Δ per seed [95% CI]",
                         "mean Δ", "range", "every seed"], rows) + "\n")
