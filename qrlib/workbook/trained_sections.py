@@ -111,7 +111,8 @@ def seeds_section(d: Doc) -> str:
              f"none yet (`params/{d.profile}-seed1.yaml` and `-seed2.yaml` have not run)")
     return (f"## How far another seed moves the headline rows ({cite(*cited)})\n\n"
             "Training is not bit-reproducible here, so each headline row (every trained row "
-            "whose interval against the raw query excludes 0, and ACQO) is trained again "
+            "whose interval against the raw query excludes 0, or against the zero-shot model "
+            "where there is no raw query, as in SQL; and ACQO) is trained again "
             f"with seeds 1 and 2 (seed replicas: {where}). A scoreboard claim holds only when "
             "it holds at every seed that ran. A replica counts only where it ran the same "
             "code as the base run (notebook source and qrlib modules, by the manifests)"
