@@ -88,6 +88,11 @@ pd.DataFrame({"notebook": notebooks,
 # the retriever cannot see (one glued out-of-vocabulary token appended), so the test is read
 # too: a row whose every test query scores exactly what the raw query scores (`equal to raw`
 # = 1.00) is a **no-op at test** and counts as collapsed.
+#
+# Text-to-SQL (notebook 13) has no raw query: the question is not something the database can
+# run. Its trained rows are listed with `no raw query` against the raw query, and their
+# training-free comparison is the notebook's own zero-shot model on the same questions
+# (notebook 19 does not cover SQL).
 
 # %%
 TABLE, VS_PROMPT = TR.trained_table(CMP, PER_Q, PROMPTING, resamples=bootstrap, seed=seed)
@@ -95,7 +100,9 @@ save_table(TABLE.round(4), "20_trained_rows", tables_dir,
            caption=("Every trained row (kind trained or warm start) of the training notebooks: "
                     "its difference to the raw query (the notebook's own comparison) and, "
                     "paired on the same test queries, to notebook 19's prompting baseline "
-                    f"(best-prompt), 95% paired bootstrap ({bootstrap} resamples); test "
+                    f"(best-prompt; a row without a raw query, 13's SQL, to its notebook's "
+                    f"training-free baseline instead), 95% paired bootstrap ({bootstrap} "
+                    "resamples); test "
                     "format validity, the last training quarter's copy and echo shares and "
                     "collapse verdict (> 0.9, or every test score equal to the raw "
                     "query's), and the training scale from the runs' logs "
