@@ -173,16 +173,20 @@ def test_rows_without_a_raw_query_are_listed_against_their_training_free_baselin
     rl = {q: 1.0 for q in raw}                      # +0.5 over zero-shot on every odd query
     _sql(tmp_path, zero, dict(zero), rl)
     cmp, pq, _ = T.load_notebook_tables(tmp_path, ["05_vanilla_rl", "13_deepretrieval_sql"])
-    table, rows = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=500)
+    table, rows = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=300)
     sql = table[table.notebook == "13_deepretrieval_sql"].set_index("method")
     assert list(sql.index) == ["SFT on gold", "RL from scratch"]  # zero-shot (think) untrained
     r = sql.loc["RL from scratch"]
     assert r["vs raw verdict"] == T.NO_RAW and r["vs raw"] != r["vs raw"]
     assert r["vs prompting"] == pytest.approx(0.5) and r["vs prompting verdict"] == "beats"
+    own = cmp["13_deepretrieval_sql"].set_index("method").loc["RL from scratch"]
+    assert (r["vs prompting lo"], r["vs prompting hi"]) == (own["lo"], own["hi"])  # not redrawn
     assert r["prompting note"] == "no raw query in 13: against its training-free baseline, zero-shot"
     assert r["equal to raw"] != r["equal to raw"] and r["collapse"] == "none (copy 0.00, echo 0.00)"
     assert sql.loc["SFT on gold", "vs prompting verdict"] == "is not distinguishable from"
     assert len(rows) == 2  # SFT and RL against zero-shot; 05 unpaired (no notebook 19)
+    saved = C.comparison_table(rows).set_index("method")  # 20_comparisons takes them as is
+    assert saved.loc["RL from scratch", "lo"] == own["lo"]
     assert set(headline_rows(table).method) == {"trained-bm25", "RL from scratch"}
     text = T.findings(table, [])
     assert "2 (notebook 13) have no raw query" in text

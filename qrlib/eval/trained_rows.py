@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from qrlib.core.errors import QrlibError
-from qrlib.eval.compare import check_comparisons, compare, read_per_query
+from qrlib.eval.compare import Row, check_comparisons, compare, read_per_query
 from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, VALIDITY_COLUMNS
 from qrlib.eval.stats import verdict
 
@@ -48,6 +48,8 @@ PROMPTING_NOTEBOOK, PROMPTING_METHOD, PROMPTING_RAW = "19_prompting_baselines", 
 #: not a query the database can run); its prompting comparison is then the notebook's own
 #: training-free baseline (13's zero-shot model).
 NO_RAW = "no raw query"
+#: The columns that name one row of a comparison table.
+ROW_KEYS = ("paper", "dataset", "retriever", "metric", "method")
 #: Raw-query scores that agree to this many decimals are the same search.
 _SAME = 1e-6
 
@@ -141,23 +143,12 @@ def compared_rows(cmp: Any) -> Any:
     against its first training-free (``untrained``) baseline, e.g. 13's zero-shot model."""
     import pandas as pd
 
-    key = ["paper", "dataset", "retriever", "metric", "method"]
+    key = list(ROW_KEYS)
     trained = cmp[cmp["kind"].isin(TRAINED_KINDS)]
     vs_raw = trained[trained["baseline kind"] == "baseline"]
-    raw_keys = set(map(tuple, vs_raw[key].values))
-    no_raw = pd.Series([tuple(k) not in raw_keys for k in trained[key].values],
-                       index=trained.index, dtype=bool)
+    no_raw = ~pd.MultiIndex.from_frame(trained[key]).isin(pd.MultiIndex.from_frame(vs_raw[key]))
     other = trained[(trained["baseline kind"] == "untrained") & no_raw]
     return pd.concat([vs_raw, other.drop_duplicates(key)]).sort_index()
-
-
-def _vs_prompting(own: Mapping[str, float], base: Mapping[str, float], r: Mapping[str, Any],
-                  baseline: str, *, resamples: int, seed: int) -> dict[str, Any]:
-    """The paired comparison of ``own`` with a training-free ``base`` (:func:`compare`)."""
-    scale = {c: r[c] for c in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if c in r}
-    return compare(own, base, paper=r["paper"], dataset=r["dataset"], retriever=r["retriever"],
-                   metric=r["metric"], method=r["method"], kind=r["kind"], baseline=baseline,
-                   baseline_kind="untrained", scale=scale, resamples=resamples, seed=seed)
 
 
 def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
@@ -173,7 +164,8 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
     training-free baseline (named in ``prompting note``). A row that a later notebook
     re-evaluates unchanged (same paper, dataset, retriever, metric and method, same per-query
     values: 16 re-reads 07's adapters on 07's test set) is listed once, under the first
-    notebook. Returns ``(table, comparison rows vs the prompting baseline)``."""
+    notebook. A no-raw row's comparison is its notebook's own row, interval included (not
+    bootstrapped again). Returns ``(table, comparison rows vs the prompting baseline)``."""
     import pandas as pd
 
     rows, cmp_rows, seen = [], [], {}
@@ -182,7 +174,7 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
         pq = per_query[nb]
         for _, r in compared_rows(cmp).iterrows():
             own, raw = _values(pq, r, r["method"]), _values(pq, r, r["baseline"])
-            key = (r["paper"], r["dataset"], r["retriever"], r["metric"], r["method"])
+            key = tuple(r[k] for k in ROW_KEYS)
             if key in seen and seen[key] == own:
                 continue
             seen.setdefault(key, own)
@@ -194,18 +186,24 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 raise QrlibError(f"{nb}: the per-query values of {r['method']} do not average "
                                  f"to its table score {float(r['score']):.4f}")
             has_raw = r["baseline kind"] == "baseline"
+            c: Row | None = None
             if has_raw:
                 base, note = _prompting(r, own, raw, prompting)
-                name = f"prompting baseline ({PROMPTING_METHOD})"
-            else:
-                base, name = raw, str(r["baseline"])
+                if base is not None:
+                    scale = {k: r[k] for k in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if k in r}
+                    c = compare(own, base, **{k: r[k] for k in ROW_KEYS}, kind=r["kind"],
+                                baseline=f"prompting baseline ({PROMPTING_METHOD})",
+                                baseline_kind="untrained", scale=scale, resamples=resamples,
+                                seed=seed)
+            else:  # the notebook's own comparison with its training-free baseline, as is
+                c = Row({k: r[k] for k in cmp.columns})
+                c.per_query = {str(r["baseline"]): raw, str(r["method"]): own}
                 note = (f"no raw query in {nb[:2]}: against its training-free baseline, "
-                        f"{name}")
+                        f"{r['baseline']}")
             pr: dict[str, Any] = {"prompting score": math.nan, "vs prompting": math.nan,
                                   "vs prompting lo": math.nan, "vs prompting hi": math.nan,
                                   "vs prompting verdict": "not compared"}
-            if base is not None:
-                c = _vs_prompting(own, base, r, name, resamples=resamples, seed=seed)
+            if c is not None:
                 cmp_rows.append(c)
                 pr = {"prompting score": c["baseline score"], "vs prompting": c["diff"],
                       "vs prompting lo": c["lo"], "vs prompting hi": c["hi"],
