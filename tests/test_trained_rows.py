@@ -192,3 +192,33 @@ def test_rows_without_a_raw_query_are_listed_against_their_training_free_baselin
     assert "2 (notebook 13) have no raw query" in text
     assert "of the rows without a raw query, 1 beat their training-free baseline: RL from " \
            "scratch (13, spider-dev/sqlite)" in text
+
+
+def test_where_notebook_19_has_no_baseline_the_row_meets_its_own_untrained_model(tmp_path):
+    # 17's shape: answer-hit H@1, which notebook 19 does not score; the same model with the
+    # same prompt before training ("untrained X" beside "trained X") is the training-free row
+    raw, trained, best = _scores()
+    before = {q: v + 0.04 for q, v in raw.items()}
+    KW = dict(paper="deepretrieval", dataset="hotpotqa-large", retriever="bm25", metric="H@1",
+              baseline="raw question", resamples=500)
+    scale = scale_columns("qwen", [_log()], test_queries=len(raw), test_valid=0.97)
+    rows = [C.compare(before, raw, method="untrained think: rewrite", kind="untrained", **KW),
+            C.compare(trained, raw, method="trained think: rewrite", kind="trained",
+                      scale=scale, **KW),
+            C.compare(trained, raw, method="trained room: rewrite", kind="trained",
+                      scale=scale, **KW)]  # no "untrained room: rewrite" row: not compared
+    C.save_comparisons(C.comparison_table(rows), "17_comparisons", tmp_path)
+    _prompting(tmp_path, raw, best)
+    cmp, pq, _ = T.load_notebook_tables(tmp_path, ["17_deepretrieval_evidence"])
+    table, cmp_rows = T.trained_table(cmp, pq, T.prompting_rows(tmp_path), resamples=500)
+    think, room = table.set_index("method").loc[["trained think: rewrite",
+                                                 "trained room: rewrite"]].to_dict("records")
+    assert think["vs prompting"] == pytest.approx(0.01) and think["vs raw verdict"] == "beats"
+    assert think["prompting note"] == ("notebook 19 has no prompting baseline on hotpotqa-large/"
+                                       "bm25 in H@1; against its own untrained model, same "
+                                       "prompt: untrained think: rewrite")
+    assert room["vs prompting verdict"] == "not compared"
+    assert [c["baseline"] for c in cmp_rows] == ["untrained think: rewrite"]
+    assert T.untrained_twin("ACQO") is None
+    text = T.findings(table, [])
+    assert "or where notebook 19 has none in the row's metric" in text

@@ -93,6 +93,10 @@ pd.DataFrame({"notebook": notebooks,
 # run. Its trained rows are listed with `no raw query` against the raw query, and their
 # training-free comparison is the notebook's own zero-shot model on the same questions
 # (notebook 19 does not cover SQL).
+# Where notebook 19 has no baseline in a row's metric (17's answer-hit H@N), the notebook's
+# own model before training with the same prompt (its `untrained X` beside `trained X`) is the
+# training-free comparison, named in `prompting note`: a weaker bar than 19's prompt chosen on
+# training queries.
 
 # %%
 TABLE, VS_PROMPT = TR.trained_table(CMP, PER_Q, PROMPTING, resamples=bootstrap, seed=seed)

@@ -29,7 +29,7 @@ from qrlib.eval.scale import PLUMBING_STEPS, SCALE_COLUMNS, VALIDITY_COLUMNS
 from qrlib.eval.stats import verdict
 
 __all__ = ["TRAINED_KINDS", "COLLAPSE_SHARE", "NOOP_SHARE", "NO_RAW", "compared_rows", "equal_share", "PROMPTING_METHOD",
-           "TRAINED_COLUMNS", "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
+           "TRAINED_COLUMNS", "untrained_twin", "load_notebook_tables", "trained_table", "collapse_verdict", "prompting_rows",
            "findings", "forest_figure"]
 
 #: Comparison kinds that are trained rows (an RL run, or an SFT warm start alone).
@@ -137,6 +137,14 @@ def _prompting(r: Mapping[str, Any], own: Mapping[str, float], raw: Mapping[str,
     return {q: base[q] for q in own}, ""
 
 
+def untrained_twin(method: str) -> str | None:
+    """The training-free row a notebook names after a trained one (``"trained think:
+    rewrite"`` -> ``"untrained think: rewrite"``: the same model and prompt before training,
+    17's naming); None when ``method`` does not start with ``"trained "``. It stands in for
+    notebook 19's prompting baseline where 19 has none in the row's metric (17's H@N)."""
+    return f"un{method}" if method.startswith("trained ") else None
+
+
 def compared_rows(cmp: Any) -> Any:
     """The trained rows (:data:`TRAINED_KINDS`) of one ``NN_comparisons`` table, each once:
     against the raw query (``baseline kind`` baseline) where the notebook has one, otherwise
@@ -157,7 +165,9 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
     """One row per trained row of every notebook's comparison table (:func:`compared_rows`),
     in :data:`TRAINED_COLUMNS`: the notebook's own difference to the raw query and its
     interval, the paired difference to notebook 19's prompting baseline on the same queries
-    (:func:`compare`, ``resamples`` resamples, ``seed``) or the reason it has none, test
+    (:func:`compare`, ``resamples`` resamples, ``seed``), or where 19 has none in the row's
+    metric to the notebook's own model before training (:func:`untrained_twin`), or the reason
+    it has none, test
     validity, the collapse verdict and the scale. ``prompting``: notebook 19's per-query
     values (None when it has not run). A row whose notebook has no raw query (SQL) reads
     :data:`NO_RAW` against it, and its prompting comparison is the notebook's own against its
@@ -189,10 +199,15 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
             c: Row | None = None
             if has_raw:
                 base, note = _prompting(r, own, raw, prompting)
+                name = f"prompting baseline ({PROMPTING_METHOD})"
+                twin = untrained_twin(str(r["method"]))
+                if base is None and twin and set(_values(pq, r, twin)) == set(own):
+                    base, name = _values(pq, r, twin), twin
+                    note = f"{note}; against its own untrained model, same prompt: {twin}"
                 if base is not None:
                     scale = {k: r[k] for k in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if k in r}
                     c = compare(own, base, **{k: r[k] for k in ROW_KEYS}, kind=r["kind"],
-                                baseline=f"prompting baseline ({PROMPTING_METHOD})",
+                                baseline=name,
                                 baseline_kind="untrained", scale=scale, resamples=resamples,
                                 seed=seed)
             else:  # the notebook's own comparison with its training-free baseline, as is
@@ -271,7 +286,8 @@ def findings(table: Any, missing: list[str]) -> str:
     if len(paired):
         pu, pd_, pt = counts("vs prompting verdict")
         out.append(f"Paired on the same test queries with a training-free baseline (notebook "
-                   f"19's prompting baseline, or the notebook's own where it has no raw query), "
+                   f"19's prompting baseline; the notebook's own where it has no raw query, or "
+                   f"where notebook 19 has none in the row's metric), "
                    f"{pu} of {len(paired)} rows beat it, {pd_} fall below it and {pt} cannot "
                    "be told apart" + (f"; {n - len(paired)} rows have no such comparison "
                                       "(their reasons are in the table's last text column)"
@@ -282,7 +298,9 @@ def findings(table: Any, missing: list[str]) -> str:
     both = table[(table["vs raw verdict"] == "beats") & (table["vs prompting verdict"] == "beats")]
     up_no_raw = no_raw[no_raw["vs prompting verdict"] == "beats"]
     out.append(("Rows that beat both the raw query and the prompting baseline: "
-                + "; ".join(_label(r) for _, r in both.iterrows()) if len(both) else
+                + "; ".join(_label(r) + (" (against its own untrained model)"
+                                         if "own untrained" in str(r["prompting note"]) else "")
+                            for _, r in both.iterrows()) if len(both) else
                 "No trained row beats both the raw query and the prompting baseline")
                + ("" if not len(no_raw) else
                   f"; of the rows without a raw query, {len(up_no_raw)} beat their "

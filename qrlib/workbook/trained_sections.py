@@ -57,7 +57,9 @@ def trained_rows_section(d: Doc) -> str:
             f"(notebook 20: {cite(TRAINED)})\n\n"
             "Each trained row of the training notebooks against the raw query (the notebook's "
             "own paired comparison) and, paired on the same test queries, against notebook "
-            "19's prompting baseline (its prompt chosen on training queries); a row without a "
+            "19's prompting baseline (its prompt chosen on training queries), or, where "
+            "notebook 19 has none in the row's metric or the notebook has no raw query, the "
+            "notebook's own training-free model (named beside the interval); a row without a "
             "prompting comparison says why. " + lead + "\n\n" + md_table(head, rows) + "\n")
 
 
