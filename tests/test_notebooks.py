@@ -628,7 +628,7 @@ def test_20_pairs_trained_rows_with_the_prompting_baseline(rec, smoke_run):
                 (pq.metric == r.metric)]
         own = pq[pq.method == r.method].set_index("qid").value
         twin = TR.untrained_twin(r.method)  # 17's H@N: notebook 19 has none in that metric
-        if twin and r["prompting note"].endswith(f"same prompt: {twin}"):
+        if twin and r["prompting note"].endswith(f"{TR.OWN_UNTRAINED}: {twin}"):
             base = pq[pq.method == twin].set_index("qid").value
         else:
             base = prompting[(prompting.dataset == r.dataset) &

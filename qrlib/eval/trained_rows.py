@@ -48,6 +48,9 @@ PROMPTING_NOTEBOOK, PROMPTING_METHOD, PROMPTING_RAW = "19_prompting_baselines", 
 #: not a query the database can run); its prompting comparison is then the notebook's own
 #: training-free baseline (13's zero-shot model).
 NO_RAW = "no raw query"
+#: ``prompting note`` phrase of a row paired with its notebook's own model before training
+#: (:func:`untrained_twin`), followed by that row's name.
+OWN_UNTRAINED = "against its own untrained model, same prompt"
 #: The columns that name one row of a comparison table.
 ROW_KEYS = ("paper", "dataset", "retriever", "metric", "method")
 #: Raw-query scores that agree to this many decimals are the same search.
@@ -201,9 +204,9 @@ def trained_table(comparisons: Mapping[str, Any], per_query: Mapping[str, Any],
                 base, note = _prompting(r, own, raw, prompting)
                 name = f"prompting baseline ({PROMPTING_METHOD})"
                 twin = untrained_twin(str(r["method"]))
-                if base is None and twin and set(_values(pq, r, twin)) == set(own):
-                    base, name = _values(pq, r, twin), twin
-                    note = f"{note}; against its own untrained model, same prompt: {twin}"
+                before = _values(pq, r, twin) if base is None and twin else {}
+                if before and set(before) == set(own):
+                    base, name, note = before, twin, f"{note}; {OWN_UNTRAINED}: {twin}"
                 if base is not None:
                     scale = {k: r[k] for k in (*SCALE_COLUMNS, *VALIDITY_COLUMNS) if k in r}
                     c = compare(own, base, **{k: r[k] for k in ROW_KEYS}, kind=r["kind"],
@@ -299,7 +302,7 @@ def findings(table: Any, missing: list[str]) -> str:
     up_no_raw = no_raw[no_raw["vs prompting verdict"] == "beats"]
     out.append(("Rows that beat both the raw query and the prompting baseline: "
                 + "; ".join(_label(r) + (" (against its own untrained model)"
-                                         if "own untrained" in str(r["prompting note"]) else "")
+                                         if OWN_UNTRAINED in str(r["prompting note"]) else "")
                             for _, r in both.iterrows()) if len(both) else
                 "No trained row beats both the raw query and the prompting baseline")
                + ("" if not len(no_raw) else
