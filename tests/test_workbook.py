@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -665,3 +666,26 @@ def test_reused_trainings_are_read_from_the_trainers_own_lines():
     # neither straight from it nor carried through a warm run
     more = {**warm, "inputs": {"params": {"runs": ["nothink", "think"]}}}
     assert cold_run(more, cold) == {} and cold_run(more, again) == {}
+
+
+def test_a_fresh_clone_restores_the_runs_a_reader_needs(chain_repo, monkeypatch, capsys):
+    """01's run folder is carried under artifacts/ when its profile is committed; a clone
+    without runs/ gets it back before 02 runs, instead of running 01 again."""
+    from qrlib.workbook import carry
+
+    monkeypatch.setattr(carry, "carry_enabled", lambda profile, root: True)
+    prof = _profile(chain_repo, "name: chain\nnotebooks:\n  01_make: {n: 4}\n")
+    assert _statuses(wb.run_profile(prof, root=chain_repo)) == {"01_make": "ok", "02_use": "ok"}
+    meta = wb.load_json(chain_repo / "artifacts" / "chain" / "01_make" / "carry.json")
+    manifest = wb.load_json(chain_repo / "tables" / "chain" / "manifest.json")
+    assert meta["fingerprint"] == manifest["01_make"]["fingerprint"]
+    assert list(meta["archives"]) == ["n.txt.tar.gz"]
+    assert not (chain_repo / "artifacts" / "chain" / "02_use").exists()  # nobody reads 02
+    shutil.rmtree(chain_repo / "runs")
+    capsys.readouterr()
+    assert _statuses(wb.run_profile(prof, root=chain_repo, stale=True, only=["02"])) == {
+        "02_use": "skipped"}  # both fresh; 01 was not rerun to refill runs/
+    assert "01_make: restored its runs from artifacts/chain/01_make" in capsys.readouterr().out
+    assert (chain_repo / "runs" / "chain" / "n.txt").read_text() == "4"
+    assert _statuses(wb.run_profile(prof, root=chain_repo, only=["02"])) == {"02_use": "ok"}
+    assert len(wb.read_table(chain_repo / "tables" / "chain" / "02_chain.csv")) == 5

@@ -33,9 +33,10 @@ import psutil
 
 from qrlib.core import readlog
 from qrlib.core.io import atomic_write, save_json
-from qrlib.core.lock import LOCK_NAME, run_lock
+from qrlib.core.lock import run_lock
 from qrlib.core.errors import QrlibError
-from qrlib.workbook import extras, freshness, profiles, publish, results
+from qrlib.workbook import carry, extras, freshness, profiles, publish, results
+from qrlib.workbook.carry import RUNNER_FILES, artifact_key
 from qrlib.workbook.preload import preload_env
 from qrlib.workbook.profiles import (data_roots, load_profile, long_notebooks, notebook_names,
                                      notebook_parameters, notebook_relpath, parameters_for,
@@ -185,7 +186,6 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         profile_path = root / "params" / f"{profile_path}.yaml"
     profile = load_profile(profile_path)
     names = select_notebooks(notebook_names(), only)
-    pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
     held = set() if (only or long) else set(long_notebooks(profile))
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
@@ -194,6 +194,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
         save_json(profile, run_dir / "profile.json")
+        carry.restore_missing(profile["name"], root)  # a fresh clone: the published runs
+        pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
+        carried = carry.carried_notebooks(root) if carry.carry_enabled(profile["name"], root) else []
         _atomic_papermill_saves(pm, run_dir / "notebooks")
         rows: list[dict[str, Any]] = []
         for name in names:
@@ -301,19 +304,18 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             entry.update(publish.cold_run(entry, manifest.get(name)))
             freshness.save_manifest_entry(profile["name"], name, entry, root)
             save_json({**row, "hash": fp}, marker)
+            if name in carried:  # later notebooks read its runs: keep them for other clones
+                try:
+                    dest = carry.pack(profile["name"], name, root, commit=info["commit"],
+                                      fingerprint=fp)
+                    print(f"[qrlib] {name}: carried its runs in {dest.relative_to(root)}",
+                          flush=True)
+                except (QrlibError, OSError) as exc:
+                    print(f"[qrlib] {name}: its runs were not carried ({exc}); readers on "
+                          f"another clone must run it again", flush=True)
         _print_summary(rows)
         after_run(profile["name"], rows, root=root)  # timings; cpu: executed notebooks, RESULTS.md
     return rows
-
-
-RUNNER_FILES = ("done", "notebooks", "reads", "timings.csv", "profile.json", LOCK_NAME)
-SHARED_DIRS = ("rl", "records")  # one sub-folder or file per notebook or training run
-
-
-def _artifact_key(rel: Path) -> tuple[str, ...]:
-    """What one notebook owns under the run folder: ``rl/<run>``, ``records/<file>``, or
-    the top-level file or folder."""
-    return tuple(rel.parts[:2] if rel.parts and rel.parts[0] in SHARED_DIRS else rel.parts[:1])
 
 
 def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
@@ -332,7 +334,7 @@ def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
             for mode, p in readlog.read_log(other):
                 if mode == "w":
                     producers[p] = other.stem
-    by_key = {_artifact_key(Path(q).relative_to(run_dir)): n for q, n in producers.items()
+    by_key = {artifact_key(Path(q).relative_to(run_dir)): n for q, n in producers.items()
               if Path(q).is_relative_to(run_dir)}
     own = {p for mode, p in log if mode == "w"}
     declared = set(freshness.declared_reads(name, root))
@@ -347,7 +349,7 @@ def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
             rel = path.relative_to(run_dir)
             if rel.parts and rel.parts[0] in RUNNER_FILES:
                 continue
-            producer = producers.get(p) or by_key.get(_artifact_key(rel))
+            producer = producers.get(p) or by_key.get(artifact_key(rel))
             if producer is None or producer == name:
                 continue  # left by an older run of this notebook, or not an artifact
             if producer not in declared:
