@@ -92,6 +92,21 @@ def test_restore_refuses_an_altered_archive(tmp_path):
         carry.restore(P, "07_acqo_stage2", tmp_path)
 
 
+def test_a_big_run_is_split_across_archives_and_restored_whole(tmp_path, monkeypatch):
+    run = _run_folder(tmp_path / "a")
+    monkeypatch.setattr(carry, "CHUNK_BYTES", 600)  # the adapter and the config: 502 bytes
+    _write(run / "rl" / "stage1" / "log.csv", "l" * 300)
+    dest = carry.pack(P, NB, tmp_path / "a", commit="abc", fingerprint="fp1")
+    meta = json.loads((dest / carry.CARRY_FILE).read_text())
+    parts = {k: v["files"] for k, v in meta["archives"].items() if k.startswith("rl__")}
+    assert parts == {"rl__stage1.tar.gz": 2, "rl__stage1.2.tar.gz": 1}
+    shutil.copytree(tmp_path / "a" / carry.ARTIFACTS, tmp_path / "b" / carry.ARTIFACTS)
+    carry.restore(P, NB, tmp_path / "b")
+    new = tmp_path / "b" / "runs" / P / "rl" / "stage1"
+    assert sorted(str(p.relative_to(new)) for p in new.rglob("*") if p.is_file()) == [
+        "adapter/adapter_config.json", "adapter/adapter_model.safetensors", "log.csv"]
+
+
 def test_pack_refuses_an_archive_a_git_host_would_refuse(tmp_path, monkeypatch):
     _run_folder(tmp_path)
     monkeypatch.setattr(carry, "MAX_ARCHIVE_BYTES", 100)

@@ -46,6 +46,8 @@ RUNNER_FILES = ("done", "notebooks", "reads", "timings.csv", "profile.json", LOC
 SHARED_DIRS = ("rl", "records")
 #: Git hosts refuse files above 100 MB; an archive above this is not carried.
 MAX_ARCHIVE_BYTES = 95 * 2**20
+#: Uncompressed bytes per archive (a training run's files are split across archives).
+CHUNK_BYTES = 60 * 2**20
 RUN_DIR_TOKEN = "{run_dir}"
 
 
@@ -128,8 +130,23 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _archive_name(key: tuple[str, ...]) -> str:
-    return "__".join(key) + ".tar.gz"
+def _archive_name(key: tuple[str, ...], part: int = 0) -> str:
+    return "__".join(key) + (f".{part + 1}" if part else "") + ".tar.gz"
+
+
+def _chunks(files: list[Path]) -> list[list[Path]]:
+    """``files`` in runs of at most :data:`CHUNK_BYTES` (one archive each; a run of two
+    adapters is too big for one file a git host accepts)."""
+    out: list[list[Path]] = [[]]
+    size = 0
+    for f in files:
+        n = f.stat().st_size
+        if out[-1] and size + n > CHUNK_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(f)
+        size += n
+    return out
 
 
 def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str) -> Path:
@@ -143,17 +160,16 @@ def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str) 
     try:
         archives: dict[str, Any] = {}
         for key in keys:
-            arc = tmp / _archive_name(key)
-            with tarfile.open(arc, "w:gz", compresslevel=6) as tar:
-                n = 0
-                for f in _members(run_dir.joinpath(*key)):
-                    tar.add(f, arcname=str(f.relative_to(run_dir)), recursive=False)
-                    n += 1
-            size = arc.stat().st_size
-            if size > MAX_ARCHIVE_BYTES:
-                raise QrlibError(f"{name}: {'/'.join(key)} packs to {size / 2**20:.0f} MiB, "
-                                 f"above the {MAX_ARCHIVE_BYTES // 2**20} MiB a git host accepts")
-            archives[arc.name] = {"sha256": _sha256(arc), "bytes": size, "files": n}
+            for i, files in enumerate(_chunks(list(_members(run_dir.joinpath(*key))))):
+                arc = tmp / _archive_name(key, i)
+                with tarfile.open(arc, "w:gz", compresslevel=6) as tar:
+                    for f in files:
+                        tar.add(f, arcname=str(f.relative_to(run_dir)), recursive=False)
+                size = arc.stat().st_size
+                if size > MAX_ARCHIVE_BYTES:
+                    raise QrlibError(f"{name}: {arc.name} packs to {size / 2**20:.0f} MiB, above "
+                                     f"the {MAX_ARCHIVE_BYTES // 2**20} MiB a git host accepts")
+                archives[arc.name] = {"sha256": _sha256(arc), "bytes": size, "files": len(files)}
         log = [(m, RUN_DIR_TOKEN + "/" + str(rel)) for m, p in
                readlog.read_log(run_dir / "reads" / f"{name}.log")
                if (rel := _under(p, run_dir)) is not None]
