@@ -31,7 +31,8 @@ def _run_folder(root: Path) -> Path:
            _write(run / "rl" / "stage1" / "adapter" / "adapter_model.safetensors", "w" * 500),
            _write(run / "rl" / "stage1" / "checkpoint-5" / "optimizer.pt", "o" * 500),
            _write(run / "records" / f"{NB}.json", "{}"),
-           _write(run / NB / "summary.json", '{"adapter": "../runs/cpu/rl/stage1/adapter"}')]
+           _write(run / NB / "summary.json", '{"adapter": "../runs/cpu/rl/stage1/adapter"}'),
+           _write(run / "rl" / ".locks" / "stage1.lock", "")]  # shared lock folder: not carried
     theirs = _write(run / "rl" / "vanilla" / "adapter" / "adapter_config.json", "{}")
     _write(run / "reads" / f"{UP}.log", f"w\t{theirs}\n")
     _write(run / "reads" / f"{NB}.log", "".join(f"w\t{p}\n" for p in own)

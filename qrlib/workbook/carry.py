@@ -103,8 +103,8 @@ def owned_keys(name: str, run_dir: Path) -> list[tuple[str, ...]]:
         if rel is None or not rel.parts or rel.parts[0] in RUNNER_FILES:
             continue
         key = artifact_key(rel)
-        if key in others or (mode == "r" and key[0] != "rl"):
-            continue
+        if key in others or (mode == "r" and key[0] != "rl") or key[-1].startswith("."):
+            continue  # another notebook's, an input, or a hidden lock/temporary entry
         if (run_dir.joinpath(*key)).exists():
             keys[key] = None
     return sorted(keys)
