@@ -147,6 +147,7 @@ def test_results_sections_render_the_table_and_the_seed_spread(tmp_path):
     assert "| 05 | scifact/bm25 | nDCG@10 | trained-bm25 | +0.050 [" in text
     assert "| 05 | scifact/bm25 | trained-bm25 | raw | 2 | 0: +0.050 [" in text
     assert "| +0.045 | +0.040 to +0.050 | beats |" in text
+    assert "(nan)" not in text  # a blank prompting note reads back from CSV as NaN
     assert results.audit(text, d) == []
 
 

@@ -24,10 +24,14 @@ def _interval(d: Doc, r: Any, col: str) -> str:
             + f" {SHORT.get(r[f'{col} verdict'], r[f'{col} verdict'])}")
 
 
+def _note(value: Any) -> str:
+    """`` (note)`` for a non-empty text cell; empty for a blank one (read back as NaN)."""
+    return f" ({value})" if isinstance(value, str) and value else ""
+
+
 def _scale(d: Doc, r: Any) -> str:
     """:meth:`Doc.scale` of the row, with its plumbing-check note."""
-    note = r["scale note"]
-    return d.scale(r) + (f" ({note})" if isinstance(note, str) and note else "")
+    return d.scale(r) + _note(r["scale note"])
 
 
 def trained_rows_section(d: Doc) -> str:
@@ -37,9 +41,8 @@ def trained_rows_section(d: Doc) -> str:
     t = d.t(TRAINED)
     rows = [[f"{r.notebook[:2]}", f"{r.dataset}/{r.retriever}", r.metric, r.method,
              _interval(d, r, "vs raw") if r["vs raw verdict"] != NO_RAW else f"– ({NO_RAW})",
-             _interval(d, r, "vs prompting") + (f" ({r['prompting note']})"
-                                                if r["prompting note"] else "")
-             if r["vs prompting"] == r["vs prompting"] else f"– ({r['prompting note']})",
+             _interval(d, r, "vs prompting") + _note(r["prompting note"])
+             if r["vs prompting"] == r["vs prompting"] else "–" + _note(r["prompting note"]),
              d.n(r["test valid"], ".2f"), r.collapse, _scale(d, r)]
             for _, r in t.iterrows()]
     both = t[(t["vs raw verdict"] == "beats") & (t["vs prompting verdict"] == "beats")]
