@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--json", action="store_true", help="print JSON instead of a table")
     st = sub.add_parser("status", help="fresh / stale (and why) / never run, per notebook")
     st.add_argument("--profile", default="cpu", help="params/<name>.yaml (or just the name)")
+    st.add_argument("--brief", action="store_true",
+                    help="name at most 3 reasons per stale notebook")
     res = sub.add_parser("results", help="write RESULTS.md from tables/<profile>/")
     res.add_argument("--profile", default="cpu", help="profile whose tables are reported")
     res.add_argument("--output", default=None, help="file to write (default: RESULTS.md)")
@@ -63,12 +65,15 @@ def main(argv: list[str] | None = None) -> int:
                         long=args.long, allow_dirty=args.allow_dirty,
                         log_output=args.log_output)
         elif args.cmd == "status":
-            from qrlib.workbook.freshness import profile_status
+            from qrlib.workbook.freshness import profile_status, refresh_summary
             from qrlib.workbook.profiles import load_profile, long_notebooks
 
             long = set(long_notebooks(load_profile(args.profile)))
-            for s in profile_status(args.profile):
-                print(s.line() + ("  [long set: --long]" if s.notebook in long else ""))
+            statuses = profile_status(args.profile)
+            for s in statuses:
+                print(s.line(3 if args.brief else None)
+                      + ("  [long set: --long]" if s.notebook in long else ""))
+            print(refresh_summary(statuses))
         elif args.cmd == "baseline":
             from qrlib.retrieval.baseline import baseline_main
 

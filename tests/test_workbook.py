@@ -689,3 +689,23 @@ def test_a_fresh_clone_restores_the_runs_a_reader_needs(chain_repo, monkeypatch,
     assert (chain_repo / "runs" / "chain" / "n.txt").read_text() == "4"
     assert _statuses(wb.run_profile(prof, root=chain_repo, only=["02"])) == {"02_use": "ok"}
     assert len(wb.read_table(chain_repo / "tables" / "chain" / "02_chain.csv")) == 5
+
+
+def test_status_summary_sums_the_stale_notebooks_last_runs_from_scratch():
+    from qrlib.workbook.freshness import Status, cold_seconds, refresh_summary
+
+    fresh = Status("01_a", "fresh", entry={"wall_s": 60.0, "commit": "c1"})
+    stale = Status("02_b", "stale", ["parameter n changed"] + [f"m{i}.py changed" for i in range(5)],
+                   {"wall_s": 600.0, "cold_wall_s": 3000.0, "cold_commit": "c0", "commit": "c2",
+                    "reused_training": ["run-x (finished, step 60)"]})
+    reused = Status("03_c", "stale", ["reads 02_b, which is stale"],
+                    {"wall_s": 120.0, "commit": "c2", "reused_training": ["run-y"]})
+    never = Status("04_d", "never run")
+    assert cold_seconds(stale.entry) == 3000.0 and cold_seconds(fresh.entry) == 60.0
+    assert cold_seconds(reused.entry) is None  # its own run reused a training: no cold time
+    assert refresh_summary([fresh]) == "1 of 1 fresh"
+    assert refresh_summary([fresh, stale, reused, never]) == (
+        "1 of 4 fresh; 1 of the other 3 took 50 min at their last runs from scratch "
+        "(02_b 50 at c0); no run from scratch on record: 03_c, 04_d")
+    assert "and 3 more" in stale.line(3) and "m4.py" not in stale.line(3)
+    assert "m4.py changed" in stale.line()

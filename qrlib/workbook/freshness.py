@@ -273,15 +273,54 @@ class Status:
     reasons: list[str] = field(default_factory=list)
     entry: dict[str, Any] = field(default_factory=dict)
 
-    def line(self) -> str:
+    def line(self, max_reasons: int | None = None) -> str:
+        """One line: state, reasons (the first ``max_reasons`` and how many more) and where
+        the published run was made."""
         e = self.entry
         where = ""
         if e:
             where = f" (run at {e.get('commit', '?')}{', dirty tree' if e.get('dirty') else ''}"
             where += (f", fingerprint {e['fingerprint']})" if e.get("fingerprint")
                       else ", no fingerprint)")
-        why = f": {'; '.join(self.reasons)}" if self.reasons else ""
+        reasons = self.reasons
+        if max_reasons is not None and len(reasons) > max_reasons:
+            reasons = [*reasons[:max_reasons], f"and {len(reasons) - max_reasons} more"]
+        why = f": {'; '.join(reasons)}" if reasons else ""
         return f"{self.notebook:<28} {self.state}{why}{where}"
+
+
+def cold_seconds(entry: Mapping[str, Any]) -> float | None:
+    """Wall seconds of a manifest entry's last run that trained everything itself (the run
+    itself when it reused no training); None when no such run is on record."""
+    if entry.get("cold_wall_s") is not None:
+        return float(entry["cold_wall_s"])
+    if entry.get("reused_training") or entry.get("wall_s") is None:
+        return None
+    return float(entry["wall_s"])
+
+
+def refresh_summary(statuses: Iterable[Status]) -> str:
+    """``18 of 20 fresh; 2 of the other 2 took 95 min at their last runs from scratch (08_x 60
+    at abc, 15_y 35 at def)`` and which have no such run on record: what regenerating the
+    stale and never-run notebooks costs, by the profile's manifest (times measured at the
+    commits named, so an estimate once the code changed)."""
+    statuses = list(statuses)
+    todo = [s for s in statuses if s.state != "fresh"]
+    head = f"{len(statuses) - len(todo)} of {len(statuses)} fresh"
+    if not todo:
+        return head
+    timed = [(s.notebook, cold_seconds(s.entry), s.entry.get("cold_commit") or s.entry.get("commit"))
+             for s in todo if s.entry and cold_seconds(s.entry) is not None]
+    unknown = [s.notebook for s in todo if not s.entry or cold_seconds(s.entry) is None]
+    parts = [head]
+    if timed:
+        total = sum(t for _, t, _ in timed) / 60
+        each = ", ".join(f"{n} {t / 60:.0f} at {c or '?'}" for n, t, c in timed)
+        parts.append(f"{len(timed)} of the other {len(todo)} took {total:.0f} min at their "
+                     f"last runs from scratch ({each})")
+    if unknown:
+        parts.append(f"no run from scratch on record: {', '.join(unknown)}")
+    return "; ".join(parts)
 
 
 def uncommitted(paths: list[str], root: Path) -> set[str]:
