@@ -1,5 +1,5 @@
-"""Command line: ``python -m qrlib run PROFILE``, ``status``, ``results``, ``baseline``,
-``data fetch``."""
+"""Command line: ``python -m qrlib run PROFILE``, ``park``, ``status``, ``results``,
+``baseline``, ``data fetch``."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +24,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="publish from a tree with uncommitted changes to a notebook's "
                           "inputs (the stamps say so)")
     run.add_argument("--log-output", action="store_true", help="stream notebook output")
+    pk = sub.add_parser("park", help="pack a stopped run's trainings into artifacts/ so a "
+                                     "later `run` resumes them (qrlib.workbook.park)")
+    pk.add_argument("profile", help="params/<name>.yaml (or just the name)")
+    pk.add_argument("--only", action="append", required=True, metavar="NN",
+                    help="the notebook whose stopped run to park")
     base = sub.add_parser("baseline", help="raw-query metrics of one dataset")
     base.add_argument("--dataset", required=True, help="dataset name or BEIR folder path")
     base.add_argument("--retriever", default="bm25", help="bm25 | bm25-ref | dense")
@@ -64,15 +69,30 @@ def main(argv: list[str] | None = None) -> int:
             run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
                         long=args.long, allow_dirty=args.allow_dirty,
                         log_output=args.log_output)
+        elif args.cmd == "park":
+            from qrlib.core.io import REPO_ROOT
+            from qrlib.workbook.park import park
+            from qrlib.workbook.runner import resolve_profile
+
+            dest = park(resolve_profile(args.profile, REPO_ROOT), args.only, REPO_ROOT)
+            print(f"parked in {dest.relative_to(REPO_ROOT)}; commit it, then `python -m qrlib "
+                  f"run {args.profile} --only {args.only[0]}` resumes it")
         elif args.cmd == "status":
             from qrlib.workbook.freshness import profile_status, refresh_summary
             from qrlib.workbook.profiles import load_profile, long_notebooks
 
-            long = set(long_notebooks(load_profile(args.profile)))
+            from qrlib.core.io import REPO_ROOT
+            from qrlib.workbook.park import parked_note
+            from qrlib.workbook.runner import resolve_profile
+
+            prof = load_profile(resolve_profile(args.profile, REPO_ROOT))
+            long = set(long_notebooks(prof))
             statuses = profile_status(args.profile)
             for s in statuses:
                 print(s.line(3 if args.brief else None)
-                      + ("  [long set: --long]" if s.notebook in long else ""))
+                      + ("  [long set: --long]" if s.notebook in long else "")
+                      + (parked_note(prof["name"], s.notebook, REPO_ROOT)
+                         if s.state != "fresh" else ""))
             print(refresh_summary(statuses))
         elif args.cmd == "baseline":
             from qrlib.retrieval.baseline import baseline_main

@@ -37,12 +37,15 @@ __all__ = ["ARTIFACTS", "CARRY_FILE", "TABLE_READERS", "carried_notebooks", "car
 
 ARTIFACTS = "artifacts"
 CARRY_FILE = "carry.json"
+#: Suffix of the folder a cut-short run's trainings are parked in (:mod:`qrlib.workbook.park`).
+PARKED = ".parked"
 #: Notebooks whose declared reads are published tables only (``tables/<profile>/``), not
 #: run folders: what they declare is not carried for them.
 TABLE_READERS = ("12_acqo_vanilla_rl", "20_trained_rows")
 #: What the runner itself keeps under a run folder, and the folders several notebooks share
 #: (one sub-folder or file per notebook or training run).
-RUNNER_FILES = ("done", "notebooks", "reads", "timings.csv", "profile.json", LOCK_NAME)
+RUNNER_FILES = ("done", "notebooks", "reads", "started", "parked", "timings.csv", "profile.json",
+                LOCK_NAME)
 SHARED_DIRS = ("rl", "records")
 #: Git hosts refuse files above 100 MB; an archive above this is not carried.
 MAX_ARCHIVE_BYTES = 95 * 2**20
@@ -110,14 +113,15 @@ def owned_keys(name: str, run_dir: Path) -> list[tuple[str, ...]]:
     return sorted(keys)
 
 
-def _members(base: Path) -> Iterable[Path]:
-    """Files under ``base`` (or ``base`` itself) less checkpoints and temporary files."""
+def _members(base: Path, keep: str | None = None) -> Iterable[Path]:
+    """Files under ``base`` (or ``base`` itself) less checkpoints (but the ``checkpoint-N``
+    folder named ``keep``: a parked run's resume point) and temporary files."""
     if base.is_file():
         yield base
         return
     for p in sorted(base.rglob("*")):
         parts = p.relative_to(base).parts
-        if p.is_file() and not any(s.startswith("checkpoint-") for s in parts) \
+        if p.is_file() and not any(s.startswith("checkpoint-") and s != keep for s in parts) \
                 and not p.name.endswith(".tmp") and not p.name.startswith(".lock"):
             yield p
 
@@ -149,18 +153,27 @@ def _chunks(files: list[Path]) -> list[list[Path]]:
     return out
 
 
-def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str) -> Path:
+def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str,
+         parked: dict[str, Any] | None = None) -> Path:
     """Write ``artifacts/<profile>/<name>/`` from this clone's run folder (replacing an
-    older one whole, never half-written). Returns the folder."""
+    older one whole, never half-written). Returns the folder.
+
+    With ``parked`` (:mod:`qrlib.workbook.park`): a cut-short run's training runs only, each
+    unfinished one with its newest complete checkpoint, into ``<name>.parked/``."""
     run_dir = run_paths(profile, root)["run_dir"].resolve()
     keys = owned_keys(name, run_dir)
-    dest = root / ARTIFACTS / profile / name
+    keep: dict[tuple[str, ...], str | None] = {}
+    if parked is not None:
+        keys = [k for k in keys if k[0] == "rl"]
+        keep = {k: parked["runs"].get(k[-1], {}).get("checkpoint") for k in keys}
+    dest = root / ARTIFACTS / profile / (name + (PARKED if parked is not None else ""))
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest.parent))
     try:
         archives: dict[str, Any] = {}
         for key in keys:
-            for i, files in enumerate(_chunks(list(_members(run_dir.joinpath(*key))))):
+            members = list(_members(run_dir.joinpath(*key), keep.get(key)))
+            for i, files in enumerate(_chunks(members)):
                 arc = tmp / _archive_name(key, i)
                 with tarfile.open(arc, "w:gz", compresslevel=6) as tar:
                     for f in files:
@@ -176,8 +189,9 @@ def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str) 
         done = run_dir / "done" / f"{name}.json"
         save_json({"notebook": name, "profile": profile, "commit": commit,
                    "fingerprint": fingerprint, "archives": archives, "log": log,
-                   "done": load_json(done) if done.exists() else None}, tmp / CARRY_FILE)
-        old = dest.with_name(f".{name}.old")
+                   "done": load_json(done) if done.exists() and parked is None else None,
+                   **({"parked": parked} if parked is not None else {})}, tmp / CARRY_FILE)
+        old = dest.with_name(f".{dest.name}.old")
         if dest.exists():
             dest.rename(old)
         tmp.rename(dest)
@@ -187,11 +201,11 @@ def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str) 
     return dest
 
 
-def restore(profile: str, name: str, root: Path) -> dict[str, Any]:
-    """Unpack ``artifacts/<profile>/<name>/`` into the run folder (keys already there are
-    left alone) with its write log and done marker; one-line errors on a missing or altered
-    archive. Returns its ``carry.json``."""
-    src = root / ARTIFACTS / profile / name
+def restore(profile: str, name: str, root: Path, *, folder: str | None = None) -> dict[str, Any]:
+    """Unpack ``artifacts/<profile>/<folder or name>/`` into the run folder (keys already
+    there are left alone) with its write log and done marker (a parked run has neither);
+    one-line errors on a missing or altered archive. Returns its ``carry.json``."""
+    src = root / ARTIFACTS / profile / (folder or name)
     try:
         meta = load_json(src / CARRY_FILE)
     except FileNotFoundError:
@@ -209,6 +223,8 @@ def restore(profile: str, name: str, root: Path) -> dict[str, Any]:
                 tar.extractall(tmp, filter="data")
             for top in Path(tmp).iterdir():
                 _merge(top, run_dir / top.name)
+    if meta.get("parked") is not None:  # the resuming run writes its own log
+        return meta
     lines = "".join(f"{m}\t{p.replace(RUN_DIR_TOKEN, str(run_dir), 1)}\n" for m, p in meta["log"])
     atomic_write(run_dir / "reads" / f"{name}.log", lines)
     if meta.get("done"):

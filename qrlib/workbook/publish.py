@@ -373,7 +373,8 @@ def _params_key(entry: dict[str, Any]) -> str | None:
 
 def cold_run(entry: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
     """``cold_wall_s``/``cold_commit``/``cold_params`` for a manifest entry: its own wall
-    time when it trained everything itself, else the last such run's, carried over from
+    time when it trained everything itself (or, resuming a parked run, that plus the parked
+    parts' wall time), else the last such run's, carried over from
     ``previous`` (the entry it replaces) only while the notebook's parameters are the ones
     that run had (a run from scratch with fewer trainings says nothing of today's); empty
     when no such run is on record."""
@@ -381,6 +382,10 @@ def cold_run(entry: dict[str, Any], previous: dict[str, Any] | None) -> dict[str
         return {"cold_wall_s": e.get("wall_s"), "cold_commit": e.get("commit"),
                 "cold_params": _params_key(e)}
 
+    parked = entry.get("parked")  # a run from scratch split across sessions (qrlib park)
+    if parked and set(entry.get("reused_from") or {}) <= set(parked.get("runs") or {}):
+        return {**own(entry), "cold_wall_s": round(entry["wall_s"] + parked["wall_s"], 1),
+                "cold_parts": parked["parts"] + 1}
     if not entry.get("reused_training"):
         return own(entry)
     previous = previous or {}

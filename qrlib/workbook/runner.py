@@ -35,7 +35,7 @@ from qrlib.core import readlog
 from qrlib.core.io import atomic_write, save_json
 from qrlib.core.lock import run_lock
 from qrlib.core.errors import QrlibError
-from qrlib.workbook import carry, extras, freshness, profiles, publish, results
+from qrlib.workbook import carry, extras, freshness, park, profiles, publish, results
 from qrlib.workbook.carry import RUNNER_FILES, artifact_key
 from qrlib.workbook.preload import preload_env
 from qrlib.workbook.profiles import (data_roots, load_profile, long_notebooks, notebook_names,
@@ -161,6 +161,14 @@ def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> 
     return sorted(freshness.uncommitted(files + [os.path.relpath(p, root) for p in chain], root))
 
 
+def resolve_profile(profile_path: str | os.PathLike, root: Path) -> Path:
+    """A profile path as given, or ``params/<name>.yaml`` for a bare name."""
+    p = Path(profile_path)
+    if not p.exists() and (root / "params" / f"{p}.yaml").exists():
+        return root / "params" / f"{p}.yaml"
+    return p
+
+
 def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = None,
                 resume: bool = False, stale: bool = False, long: bool = False,
                 allow_dirty: bool = False,
@@ -181,9 +189,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
 
     root = Path(root or profiles.REPO_ROOT)
-    profile_path = Path(profile_path)
-    if not profile_path.exists() and (root / "params" / f"{profile_path}.yaml").exists():
-        profile_path = root / "params" / f"{profile_path}.yaml"
+    profile_path = resolve_profile(profile_path, root)
     profile = load_profile(profile_path)
     names = select_notebooks(notebook_names(), only)
     held = set() if (only or long) else set(long_notebooks(profile))
@@ -232,6 +238,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
                      (root / "params").resolve()]
             info = {**publish.commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
+            parked = park.restore_parked(profile, name, root)  # a run an earlier session parked
+            park.started_record(run_dir, name, commit=info["commit"], dirty=info["dirty"],
+                                static=freshness.fingerprint(static))
             print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
             start = time.perf_counter()
             started = time.time()
@@ -301,9 +310,12 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                      "reused_from": publish.reused_from(executed, list(static["modules"]),
                                                         info["commit"], root),
                      "ld_preload": env.get("LD_PRELOAD", "")}  # timings differ with it
+            if parked:
+                entry["parked"] = parked
             entry.update(publish.cold_run(entry, manifest.get(name)))
             freshness.save_manifest_entry(profile["name"], name, entry, root)
             save_json({**row, "hash": fp}, marker)
+            park.finish_parked(profile["name"], name, root)
             if name in carried:  # later notebooks read its runs: keep them for other clones
                 try:
                     dest = carry.pack(profile["name"], name, root, commit=info["commit"],

@@ -1,0 +1,165 @@
+"""Park a notebook run cut short, and resume it in another session or clone.
+
+Some ``cpu`` notebooks train for longer than one working session has (08 and 15: three
+SAGE trainings each, ~2.5 h from scratch). ``python -m qrlib park PROFILE --only NN``, run
+after such a run was stopped, packs the training runs it had written (the finished ones
+whole, each unfinished one with its newest complete checkpoint) into
+``artifacts/<profile>/<name>.parked/`` with ``carry.json``'s ``parked`` record: the commit
+and the notebook's static fingerprint (source, parameters, qrlib files) the run started
+at, and the wall time it had spent. Commit that folder; the next ``qrlib run`` of the
+notebook at the same static fingerprint unpacks it, the trainer reuses the finished runs
+and resumes the unfinished one from its checkpoint, and the manifest records the run from
+scratch as the sum of its parts (``parked`` in the entry, ``cold_wall_s`` = parked wall time
++ the resuming run's). At other inputs the parked runs are not restored (the notebook then
+trains from scratch) and the folder says so until it is removed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from qrlib.core.errors import QrlibError
+from qrlib.core.io import load_json, save_json
+from qrlib.core.lock import run_lock
+from qrlib.workbook import carry, freshness
+from qrlib.workbook.profiles import (load_profile, notebook_names, notebook_parameters,
+                                     parameters_for, run_paths, select_notebooks)
+
+__all__ = ["park", "parked_folder", "parked_note", "restore_parked", "finish_parked",
+           "started_record", "static_fingerprint"]
+
+
+def static_fingerprint(profile: dict[str, Any], name: str, root: Path) -> str:
+    """The fingerprint of what ``name`` depends on before it runs (source, parameters,
+    qrlib files): what a parked run must match to be resumed."""
+    params = parameters_for(profile, name, notebook_parameters(name), root)
+    return freshness.fingerprint(freshness.static_inputs(name, params, root))
+
+
+def started_record(run_dir: Path, name: str, *, commit: str, dirty: bool, static: str) -> None:
+    """What the runner writes as a notebook starts (``started/<name>.json``): the commit,
+    the static fingerprint and the start time a later park reads."""
+    save_json({"commit": commit, "dirty": dirty, "static_fingerprint": static,
+               "started": time.time()}, run_dir / "started" / f"{name}.json")
+
+
+def parked_folder(profile: str, name: str, root: Path) -> Path:
+    return root / carry.ARTIFACTS / profile / (name + carry.PARKED)
+
+
+def _run_state(run: Path) -> dict[str, Any]:
+    """A training run's progress: ``steps`` done (summary) or its newest complete
+    ``checkpoint``; an unfinished run without one has nothing to resume from."""
+    from qrlib.rl.checkpoints import last_checkpoint
+
+    try:
+        return {"finished": True, "steps": int(load_json(run / "summary.json").get("steps", 0))}
+    except (OSError, ValueError):
+        ck = last_checkpoint(run)
+        return {"finished": False, "checkpoint": Path(ck).name if ck else None,
+                "steps": int(Path(ck).name.split("-", 1)[1]) if ck else 0}
+
+
+def _start(run_dir: Path, name: str, profile: dict[str, Any], root: Path) -> dict[str, Any]:
+    """The cut-short run's start: the runner's ``started`` record, or (a run begun by a
+    runner without one) papermill's start time with this checkout's commit, which must
+    then hold the notebook's inputs unchanged."""
+    rec = run_dir / "started" / f"{name}.json"
+    if rec.exists():
+        return load_json(rec)
+    nb = run_dir / "notebooks" / f"INCOMPLETE-{name}.ipynb"
+    meta = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {})
+    if not meta.get("start_time"):
+        raise QrlibError(f"{nb}: no papermill start_time and no started/{name}.json; "
+                         f"cannot tell when the run began")
+    from qrlib.core.git import commit_info
+
+    params = parameters_for(profile, name, notebook_parameters(name), root)
+    static = freshness.static_inputs(name, params, root)
+    dirty = freshness.uncommitted([*static["source"], *static["modules"]], root)
+    if dirty:
+        raise QrlibError(f"{name}: its inputs have uncommitted changes ({', '.join(sorted(dirty)[:3])}); "
+                         f"park before changing what the run ran")
+    return {"commit": commit_info(root)["commit"], "dirty": False,
+            "static_fingerprint": freshness.fingerprint(static),
+            "started": datetime.fromisoformat(meta["start_time"]).timestamp()}
+
+
+def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
+    """Pack the training runs of one cut-short notebook run (see the module docstring);
+    one-line errors when a run still holds the run folder, when the notebook finished or
+    never started here, or when it had no training run yet. Returns the folder."""
+    profile = load_profile(profile_path)
+    names = select_notebooks(notebook_names(), only)
+    if len(names) != 1:
+        raise QrlibError(f"park takes one notebook (--only NN), got {len(names)}")
+    name = names[0]
+    run_dir = run_paths(profile["name"], root)["run_dir"].resolve()
+    with run_lock(run_dir, what="qrlib park"):
+        if not (run_dir / "notebooks" / f"INCOMPLETE-{name}.ipynb").exists():
+            raise QrlibError(f"{name}: no cut-short run in {run_dir / 'notebooks'} (INCOMPLETE-"
+                             f"{name}.ipynb); park parks a run that was stopped before its end")
+        start = _start(run_dir, name, profile, root)
+        runs = {k[-1]: run_dir.joinpath(*k) for k in carry.owned_keys(name, run_dir)
+                if k[0] == "rl"}
+        states = {r: _run_state(p) for r, p in runs.items()}
+        states = {r: s for r, s in states.items() if s["finished"] or s["checkpoint"]}
+        if not states:
+            raise QrlibError(f"{name}: no training run reached a checkpoint; nothing to park")
+        last = max(f.stat().st_mtime for r in states for f in runs[r].rglob("*") if f.is_file())
+        before = run_dir / "parked" / f"{name}.json"  # this run itself resumed a park
+        earlier = load_json(before) if before.exists() else {"wall_s": 0.0, "parts": 0}
+        record = {"commit": start["commit"], "static_fingerprint": start["static_fingerprint"],
+                  "wall_s": round(earlier["wall_s"] + max(0.0, last - start["started"]), 1),
+                  "parts": earlier["parts"] + 1, "runs": states,
+                  "parked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        return carry.pack(profile["name"], name, root, commit=start["commit"],
+                          fingerprint=start["static_fingerprint"], parked=record)
+
+
+def _progress(record: dict[str, Any]) -> str:
+    return ", ".join(f"{r} {'finished' if s['finished'] else 'at'} step {s['steps']}"
+                     for r, s in record["runs"].items())
+
+
+def parked_note(profile: str, name: str, root: Path) -> str:
+    """For ``qrlib status``: what of ``name`` is parked (empty when nothing is)."""
+    folder = parked_folder(profile, name, root)
+    if not (folder / carry.CARRY_FILE).exists():
+        return ""
+    rec = load_json(folder / carry.CARRY_FILE).get("parked") or {}
+    return (f"  [parked at {rec.get('commit')}, {rec.get('wall_s', 0) / 60:.0f} min so far: "
+            f"{_progress(rec)}; `qrlib run` resumes it at the same inputs]")
+
+
+def restore_parked(profile: dict[str, Any], name: str, root: Path, *,
+                   say: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Before ``name`` runs: unpack its parked runs when their static fingerprint is the
+    notebook's now; returns their ``parked`` record (None when nothing is parked or the
+    inputs changed since)."""
+    folder = parked_folder(profile["name"], name, root)
+    if not (folder / carry.CARRY_FILE).exists():
+        return None
+    record = load_json(folder / carry.CARRY_FILE).get("parked") or {}
+    now = static_fingerprint(profile, name, root)
+    if record.get("static_fingerprint") != now:
+        say(f"[qrlib] {name}: parked runs in {folder.relative_to(root)} ran other inputs "
+            f"({record.get('static_fingerprint')}, now {now}); not restored, training from scratch")
+        return None
+    carry.restore(profile["name"], name, root, folder=folder.name)
+    run_dir = run_paths(profile["name"], root)["run_dir"]
+    save_json(record, run_dir / "parked" / f"{name}.json")
+    say(f"[qrlib] {name}: resuming its run parked at {record['commit']} "
+        f"({record['wall_s'] / 60:.1f} min so far): {_progress(record)}")
+    return record
+
+
+def finish_parked(profile: str, name: str, root: Path) -> None:
+    """After ``name`` ran to its end: drop its parked folder and record."""
+    shutil.rmtree(parked_folder(profile, name, root), ignore_errors=True)
+    (run_paths(profile, root)["run_dir"] / "parked" / f"{name}.json").unlink(missing_ok=True)

@@ -1,0 +1,156 @@
+"""Parking a stopped notebook run and resuming it elsewhere (qrlib.workbook.park)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from qrlib.core.errors import QrlibError
+from qrlib.core.io import save_json
+from qrlib.core.lock import run_lock
+from qrlib.workbook import carry, park, publish
+from qrlib.workbook.profiles import REPO_ROOT
+
+NB = "08_sage"
+PROFILE = REPO_ROOT / "params" / "cpu.yaml"
+T0 = 1_700_000_000.0
+
+
+def _write(path: Path, text: str = "x", mtime: float = T0) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(path, (mtime, mtime))
+    return str(path)
+
+
+def _stopped_run(root: Path) -> Path:
+    """08 stopped during its second training: run ``a`` finished (summary, adapter, an old
+    checkpoint), run ``b`` has a complete checkpoint-15 and a checkpoint-30 cut short."""
+    run = (root / "runs" / "cpu").resolve()
+    files = [_write(run / "rl" / "a" / "summary.json", '{"steps": 60}', T0 + 600),
+             _write(run / "rl" / "a" / "adapter" / "adapter_config.json", "{}", T0 + 600),
+             _write(run / "rl" / "a" / "checkpoint-45" / "optimizer.pt", "o" * 50, T0 + 500),
+             _write(run / "rl" / "b" / "log.csv", "step\n1\n", T0 + 1000),
+             _write(run / "rl" / "b" / "checkpoint-15" / "adapter_model.safetensors", "w" * 50,
+                    T0 + 900),
+             _write(run / "rl" / "b" / "checkpoint-15" / ".qrlib-complete", "", T0 + 900),
+             _write(run / "rl" / "b" / "checkpoint-30" / "trainer_state.json", "{", T0 + 1200),
+             _write(run / "records" / "08_bon.json", "{}", T0 + 100)]
+    _write(run / "reads" / f"{NB}.log", "".join(f"w\t{p}\n" for p in files))
+    _write(run / "notebooks" / f"INCOMPLETE-{NB}.ipynb", json.dumps({"metadata": {}}))
+    save_json({"commit": "abc1234567", "dirty": False, "static_fingerprint": "static1",
+               "started": T0}, run / "started" / f"{NB}.json")
+    return run
+
+
+def test_park_packs_finished_runs_whole_and_unfinished_ones_with_their_checkpoint(tmp_path):
+    _stopped_run(tmp_path)
+    dest = park.park(PROFILE, ["08"], tmp_path)
+    assert dest == tmp_path / "artifacts" / "cpu" / f"{NB}.parked"
+    meta = json.loads((dest / carry.CARRY_FILE).read_text())
+    rec = meta["parked"]
+    assert rec["runs"] == {"a": {"finished": True, "steps": 60},
+                           "b": {"finished": False, "checkpoint": "checkpoint-15", "steps": 15}}
+    assert rec["commit"] == "abc1234567" and rec["static_fingerprint"] == "static1"
+    assert rec["wall_s"] == 1200.0 and rec["parts"] == 1  # start to the last write
+    assert meta["done"] is None
+    names = set()
+    for arc in meta["archives"]:
+        with tarfile.open(dest / arc) as tar:
+            names |= set(tar.getnames())
+    assert "rl/b/checkpoint-15/adapter_model.safetensors" in names  # the resume point
+    assert not any("checkpoint-45" in n or "checkpoint-30" in n for n in names)
+    assert not any(n.startswith("records/") for n in names)  # trainings only
+
+
+def test_park_refuses_a_finished_run_a_running_one_and_two_notebooks(tmp_path):
+    run = _stopped_run(tmp_path)
+    with run_lock(run), pytest.raises(QrlibError, match="in use"):
+        park.park(PROFILE, ["08"], tmp_path)
+    with pytest.raises(QrlibError, match="one notebook"):
+        park.park(PROFILE, ["08", "15"], tmp_path)
+    (run / "notebooks" / f"INCOMPLETE-{NB}.ipynb").unlink()
+    with pytest.raises(QrlibError, match="no cut-short run"):
+        park.park(PROFILE, ["08"], tmp_path)
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_a_parked_run_is_restored_only_at_the_same_static_fingerprint(tmp_path, monkeypatch):
+    _stopped_run(tmp_path / "a")
+    park.park(PROFILE, ["08"], tmp_path / "a")
+    assert "parked at abc1234567, 20 min so far: a finished step 60, b at step 15" \
+        in park.parked_note("cpu", NB, tmp_path / "a")
+    assert park.parked_note("cpu", "15_sage_ablation", tmp_path / "a") == ""
+    other = tmp_path / "b"
+    shutil.copytree(tmp_path / "a" / "artifacts", other / "artifacts")
+    profile = {"name": "cpu"}
+    said: list[str] = []
+    monkeypatch.setattr(park, "static_fingerprint", lambda p, n, r: "static2")
+    assert park.restore_parked(profile, NB, other, say=said.append) is None
+    assert "not restored" in said[-1] and not (other / "runs").exists()
+    monkeypatch.setattr(park, "static_fingerprint", lambda p, n, r: "static1")
+    rec = park.restore_parked(profile, NB, other, say=said.append)
+    assert rec["runs"]["b"]["checkpoint"] == "checkpoint-15" and "20.0 min" in said[-1]
+    run = other / "runs" / "cpu"
+    assert (run / "rl" / "b" / "checkpoint-15" / ".qrlib-complete").exists()
+    assert (run / "rl" / "a" / "summary.json").exists()
+    assert not (run / "reads" / f"{NB}.log").exists()  # the resuming run logs its own reads
+    assert json.loads((run / "parked" / f"{NB}.json").read_text()) == rec
+    park.finish_parked("cpu", NB, other)
+    assert not park.parked_folder("cpu", NB, other).exists()
+    assert not (run / "parked" / f"{NB}.json").exists()
+
+
+def test_a_resumed_run_records_its_run_from_scratch_as_the_sum_of_its_parts():
+    parked = {"wall_s": 7200.0, "parts": 1, "runs": {"a": {}, "b": {}}}
+    entry = {"wall_s": 3000.0, "commit": "c2", "reused_training": ["a (finished, step 60)",
+                                                                   "resumed at step 15"],
+             "reused_from": {"a": {"commit": "c1"}}, "parked": parked}
+    got = publish.cold_run(entry, None)
+    assert got["cold_wall_s"] == 10200.0 and got["cold_commit"] == "c2"
+    assert got["cold_parts"] == 2
+    # a training found in the run folder that the park did not hold: no run from scratch
+    entry["reused_from"] = {"a": {}, "z": {}}
+    assert "cold_wall_s" not in publish.cold_run(entry, None)
+
+
+def test_the_runner_resumes_a_parked_run_and_records_its_parts(tmp_path, monkeypatch):
+    """End to end on a toy notebook: park a stopped run, lose the run folder (a fresh
+    clone), run again: the training comes back, the manifest sums the parts, the parked
+    folder is gone."""
+    from qrlib import workbook as wb
+    from qrlib.workbook.freshness import load_manifest
+    from qrlib.workbook.profiles import load_profile
+
+    src = tmp_path / "notebooks" / "src"
+    src.mkdir(parents=True)
+    (src / "01_toy.py").write_text('# %% tags=["parameters"]\nprofile = "dev"\n'
+                                   'run_dir = "../runs/dev"\ntables_dir = "../tables/dev"\n'
+                                   'seed = 0\n\n# %%\nprint("trained")\n')
+    (tmp_path / "params").mkdir()
+    prof = tmp_path / "params" / "toy.yaml"
+    prof.write_text("name: toyrun\n")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
+    wb.build_notebooks()
+    run = tmp_path / "runs" / "toyrun"
+    done = _write(run / "rl" / "x" / "summary.json", '{"steps": 4}', T0 + 600)
+    _write(run / "reads" / "01_toy.log", f"w\t{done}\n")
+    _write(run / "notebooks" / "INCOMPLETE-01_toy.ipynb", json.dumps({"metadata": {}}))
+    static = park.static_fingerprint(load_profile(prof), "01_toy", tmp_path)
+    save_json({"commit": "abc", "dirty": False, "static_fingerprint": static, "started": T0},
+              run / "started" / "01_toy.json")
+    park.park(prof, ["01"], tmp_path)
+    shutil.rmtree(run)
+    assert wb.run_profile(prof, root=tmp_path)[0]["status"] == "ok"
+    assert (run / "rl" / "x" / "summary.json").exists()
+    entry = load_manifest("toyrun", tmp_path)["01_toy"]
+    assert entry["parked"]["wall_s"] == 600.0
+    assert entry["cold_wall_s"] == pytest.approx(entry["wall_s"] + 600.0, abs=0.11)
+    assert entry["cold_parts"] == 2
+    assert not park.parked_folder("toyrun", "01_toy", tmp_path).exists()
