@@ -278,3 +278,25 @@ def test_a_reused_training_without_a_run_from_scratch_is_a_stated_lower_bound(tm
     note = results._lower_bound_note(t)
     assert "lower bound" in note and "03_unknown" in note and "02_warm" not in note
     assert results._lower_bound_note(t[t["notebook"] != "03_unknown"]) == ""
+
+
+def test_each_run_records_the_machine_its_time_was_taken_on(tmp_path):
+    """The CPU model, cores and best vector extension from /proc/cpuinfo; the timing table
+    and the README's sentence say which machines the counted runs ran on."""
+    from qrlib.workbook.freshness import save_manifest_entry
+
+    info = ("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n"
+            "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma\n")
+    m = publish.machine_info(info)
+    assert m["cpu"] == "AMD EPYC" and m["isa"] == "avx2"
+    assert publish.machine_info(info.replace("avx2", "avx512f avx512_bf16 avx2"))["isa"] == "avx512_bf16"
+    assert publish.machine_info("")["isa"].startswith("none of")
+    base = {"peak_rss_mb": 100, "dirty": False, "fingerprint": "f", "finished": "2025-01-01"}
+    save_manifest_entry("cpu", "01_a", {**base, "wall_s": 10.0, "commit": "a", "machine": m},
+                        tmp_path)
+    save_manifest_entry("cpu", "02_b", {**base, "wall_s": 5.0, "commit": "b"}, tmp_path)
+    t = publish.timing_table("cpu", root=tmp_path)
+    assert dict(zip(t["notebook"], t["machine"].fillna(""))) == {
+        "01_a": f"AMD EPYC, {m['cores']} cores, avx2", "02_b": ""}
+    note = results._machines_note(t)
+    assert f"1 on AMD EPYC, {m['cores']} cores, avx2" in note and "1 not recorded" in note

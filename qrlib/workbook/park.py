@@ -26,7 +26,7 @@ from typing import Any, Callable
 from qrlib.core.errors import QrlibError
 from qrlib.core.io import load_json, save_json
 from qrlib.core.lock import run_lock
-from qrlib.workbook import carry, freshness
+from qrlib.workbook import carry, freshness, publish
 from qrlib.workbook.profiles import (load_profile, notebook_names, notebook_parameters,
                                      parameters_for, run_paths, select_notebooks)
 
@@ -117,6 +117,7 @@ def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
         record = {"commit": start["commit"], "static_fingerprint": start["static_fingerprint"],
                   "wall_s": round(earlier["wall_s"] + max(0.0, last - start["started"]), 1),
                   "parts": earlier["parts"] + 1, "runs": states,
+                  "machines": [*earlier.get("machines", []), publish.machine_info()],
                   "parked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         return carry.pack(profile["name"], name, root, commit=start["commit"],
                           fingerprint=start["static_fingerprint"], parked=record)

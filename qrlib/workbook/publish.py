@@ -399,6 +399,35 @@ def cold_run(entry: dict[str, Any], previous: dict[str, Any] | None) -> dict[str
     return rec
 
 
+#: Vector extensions that set the speed of CPU inference here, fastest first.
+ISA_LEVELS = ("amx_bf16", "avx512_bf16", "avx512f", "avx2", "avx")
+
+
+def machine_info(cpuinfo: str | None = None) -> dict[str, Any]:
+    """The machine a run took its wall time on: CPU model, cores and its best vector
+    extension of :data:`ISA_LEVELS` (the machines lent here differ: 2-core AVX-512 BF16 and
+    2-core AVX2 ones, and torch's and vLLM's CPU kernels run slower without AVX-512), read
+    from ``/proc/cpuinfo``."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+    model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
+                  if ln.startswith("model name")), "unknown CPU")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in cpuinfo.splitlines()
+                      if ln.startswith("flags")), []))
+    return {"cpu": model, "cores": os.cpu_count(),
+            "isa": next((f for f in ISA_LEVELS if f in flags), "none of " + "/".join(ISA_LEVELS))}
+
+
+def machine_label(machine: dict[str, Any] | None) -> str:
+    """``"AMD EPYC, 2 cores, avx2"``; empty for a run recorded before machines were."""
+    if not machine:
+        return ""
+    return f"{machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('isa')}"
+
+
 def timing_table(profile: str, *, root: Path | None = None) -> Any:
     """Wall time and peak memory of each notebook's last run, from the profile's manifest
     (each row from its own run, with its commit), saved as ``tables/<profile>/run_timings``;
@@ -417,7 +446,8 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
                        "cold wall_s": e.get("cold_wall_s",
                                             None if e.get("reused_training") else e.get("wall_s")),
                        "cold commit": e.get("cold_commit",
-                                            None if e.get("reused_training") else e.get("commit"))}
+                                            None if e.get("reused_training") else e.get("commit")),
+                       "machine": machine_label(e.get("machine"))}
                       for n, e in sorted(manifest.items())])
     t["wall_min"] = t["wall_s"] / 60
     save_table(t, "run_timings", root / "tables" / profile, floatfmt=".1f",
@@ -425,7 +455,8 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
                        f"notebook, from tables/{profile}/manifest.json; a run that found a "
                        f"training already done in runs/ names it under 'reused training', and "
                        f"'cold wall_s' is the last run that trained everything itself with the "
-                       f"same parameters (empty when none is on record); "
+                       f"same parameters (empty when none is on record); 'machine' is the "
+                       f"CPU the last run took its time on (empty: not recorded then); "
                        f"`python -m qrlib status "
                        f"--profile {profile}` tells which are fresh [profile: {profile}]")
     return t

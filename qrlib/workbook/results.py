@@ -294,6 +294,21 @@ def _timings(d: Doc) -> str:
             "SciFact and NFCorpus and the one-time assembly and dequantisation of the Qwen GGUF.\n")
 
 
+def _machines_note(*frames: Any) -> str:
+    """Which CPUs the counted runs took their time on (``machine`` in ``run_timings``)."""
+    from collections import Counter
+
+    counts = Counter((f"on {label}" if isinstance(label, str) and label else
+                      "not recorded (run before the runner recorded machines)")
+                     for t in frames for label in
+                     (t["machine"] if "machine" in t else [""] * len(t)))
+    if not counts:
+        return ""
+    parts = [f"{n} {label}" for label, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return (f" Machines of the fresh notebooks' runs, main run and long set (`run_timings.md`, "
+            f"'machine'): {'; '.join(parts)}.")
+
+
 README_BLOCK = re.compile(r"(<!-- qrlib:timing -->\n)(.*?)(\n<!-- /qrlib:timing -->)", re.S)
 
 
@@ -306,9 +321,10 @@ def readme_timing(d: Doc) -> str:
     total, peak = float(ft["wall_s"].sum()), float(ft["peak_rss_mb"].max()) if len(ft) else 0.0
     text = (f"Measured (`tables/{d.profile}/run_timings.md`): the **{len(ft)} fresh "
             f"notebook{'' if len(ft) == 1 else 's'}** of "
-            f"`make reproduce` took **{total / 60:.1f} min** together on 2 cores with warm caches, "
+            f"`make reproduce` took **{total / 60:.1f} min** together with warm caches, "
             f"each from its own run at the commit its stamp names; peak memory "
             f"**{peak / 1024:.1f} GB**.")
+    text += _machines_note(ft, lng)
     cold = _cold_total(ft)
     if cold != total or _no_cold_record(ft):
         reusing = ft[ft["reused training"].fillna("").astype(bool)]["notebook"].tolist()

@@ -309,7 +309,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                      "reused_training": publish.reused_trainings(executed),
                      "reused_from": publish.reused_from(executed, list(static["modules"]),
                                                         info["commit"], root),
-                     "ld_preload": env.get("LD_PRELOAD", "")}  # timings differ with it
+                     "ld_preload": env.get("LD_PRELOAD", ""),  # timings differ with it
+                     "machine": publish.machine_info()}  # and with the CPU
             if parked:
                 entry["parked"] = parked
             entry.update(publish.cold_run(entry, manifest.get(name)))
