@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,15 @@ def test_the_carried_notebooks_are_those_whose_runs_a_later_notebook_reads():
 def test_carry_is_on_for_the_committed_profiles_only():
     assert carry.carry_enabled("cpu", REPO_ROOT)
     assert not carry.carry_enabled("smoke", REPO_ROOT)
+
+
+def test_packing_the_same_run_twice_gives_the_same_bytes(tmp_path):
+    """Deterministic archives: a run packed again (parked, then carried) is one git blob."""
+    _run_folder(tmp_path)
+    first = carry.pack(P, NB, tmp_path, commit="abc", fingerprint="fp1")
+    sums = {a: i["sha256"] for a, i in json.loads((first / carry.CARRY_FILE).read_text())
+            ["archives"].items()}
+    time.sleep(1.1)  # gzip stamps seconds: a second later, a time in the header would differ
+    again = carry.pack(P, NB, tmp_path, commit="abd", fingerprint="fp2")
+    assert {a: i["sha256"] for a, i in json.loads((again / carry.CARRY_FILE).read_text())
+            ["archives"].items()} == sums

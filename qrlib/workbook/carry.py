@@ -15,6 +15,7 @@ reuses its finished trainings (:mod:`qrlib.rl.checkpoints`) instead of drawing n
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -153,6 +154,22 @@ def _chunks(files: list[Path]) -> list[list[Path]]:
     return out
 
 
+def _same_bytes(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _write_archive(arc: Path, files: list[Path], run_dir: Path) -> None:
+    """A ``.tar.gz`` of ``files`` that is byte-identical whenever they are (no gzip time,
+    owner or group): a run packed again (parked twice, then carried) adds nothing to git."""
+    with open(arc, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6,
+                                               mtime=0, filename="") as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in files:
+            tar.add(f, arcname=str(f.relative_to(run_dir)), recursive=False, filter=_same_bytes)
+
+
 def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str,
          parked: dict[str, Any] | None = None) -> Path:
     """Write ``artifacts/<profile>/<name>/`` from this clone's run folder (replacing an
@@ -175,9 +192,7 @@ def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str,
             members = list(_members(run_dir.joinpath(*key), keep.get(key)))
             for i, files in enumerate(_chunks(members)):
                 arc = tmp / _archive_name(key, i)
-                with tarfile.open(arc, "w:gz", compresslevel=6) as tar:
-                    for f in files:
-                        tar.add(f, arcname=str(f.relative_to(run_dir)), recursive=False)
+                _write_archive(arc, files, run_dir)
                 size = arc.stat().st_size
                 if size > MAX_ARCHIVE_BYTES:
                     raise QrlibError(f"{name}: {arc.name} packs to {size / 2**20:.0f} MiB, above "
