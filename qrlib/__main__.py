@@ -71,12 +71,18 @@ def main(argv: list[str] | None = None) -> int:
                         log_output=args.log_output)
         elif args.cmd == "park":
             from qrlib.core.io import REPO_ROOT
-            from qrlib.workbook.park import park
+            from qrlib.workbook.park import left_outputs, park
             from qrlib.workbook.runner import resolve_profile
 
             dest = park(resolve_profile(args.profile, REPO_ROOT), args.only, REPO_ROOT)
             print(f"parked in {dest.relative_to(REPO_ROOT)}; commit it, then `python -m qrlib "
                   f"run {args.profile} --only {args.only[0]}` resumes it")
+            left = left_outputs(dest.parent.name, dest.name.split(".", 1)[0], REPO_ROOT)
+            if left["changed"]:
+                print(f"the stopped run rewrote {len(left['changed'])} published file(s) it "
+                      f"never stamped; put them back: git checkout -- {' '.join(left['changed'])}")
+            if left["new"]:
+                print(f"and wrote {len(left['new'])} new one(s): rm {' '.join(left['new'])}")
         elif args.cmd == "status":
             from qrlib.workbook.freshness import profile_status, refresh_summary
             from qrlib.workbook.profiles import load_profile, long_notebooks

@@ -154,3 +154,20 @@ def test_the_runner_resumes_a_parked_run_and_records_its_parts(tmp_path, monkeyp
     assert entry["cold_wall_s"] == pytest.approx(entry["wall_s"] + 600.0, abs=0.11)
     assert entry["cold_parts"] == 2
     assert not park.parked_folder("toyrun", "01_toy", tmp_path).exists()
+
+
+def test_park_names_the_published_files_a_stopped_run_left_half_written(tmp_path):
+    import subprocess
+
+    def git(*a: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+
+    git("init", "-q")
+    for rel in ("tables/cpu/08_a.csv", "tables/cpu/09_x.csv", "figures/cpu/08_f.png"):
+        _write(tmp_path / rel, "old")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "published")
+    for rel in ("tables/cpu/08_a.csv", "tables/cpu/09_x.csv", "tables/cpu/08_b.csv"):
+        _write(tmp_path / rel, "rewritten")  # another size: git sees it whatever the time
+    assert park.left_outputs("cpu", NB, tmp_path) == {"changed": ["tables/cpu/08_a.csv"],
+                                                      "new": ["tables/cpu/08_b.csv"]}

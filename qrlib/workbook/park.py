@@ -30,7 +30,7 @@ from qrlib.workbook import carry, freshness, publish
 from qrlib.workbook.profiles import (load_profile, notebook_names, notebook_parameters,
                                      parameters_for, run_paths, select_notebooks)
 
-__all__ = ["park", "parked_folder", "parked_note", "restore_parked", "finish_parked",
+__all__ = ["park", "parked_folder", "parked_note", "left_outputs", "restore_parked", "finish_parked",
            "started_record", "static_fingerprint"]
 
 
@@ -136,6 +136,24 @@ def parked_note(profile: str, name: str, root: Path) -> str:
     rec = load_json(folder / carry.CARRY_FILE).get("parked") or {}
     return (f"  [parked at {rec.get('commit')}, {rec.get('wall_s', 0) / 60:.0f} min so far: "
             f"{_progress(rec)}; `qrlib run` resumes it at the same inputs]")
+
+
+def left_outputs(profile: str, name: str, root: Path) -> dict[str, list[str]]:
+    """Published tables and figures of ``name`` that a stopped run wrote before its end
+    (unstamped, half a run; the runner puts them back only when the notebook fails):
+    ``{"changed": [...], "new": [...]}`` from ``git status``."""
+    import subprocess
+
+    prefix = name.split("_", 1)[0] + "_"
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "-uall", "--",
+                              f"tables/{profile}/{prefix}*", f"figures/{profile}/{prefix}*"],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {"changed": [], "new": []}
+    rows = [(ln[:2], ln[3:]) for ln in out.splitlines() if len(ln) > 3]
+    return {"changed": sorted(p for st, p in rows if st != "??"),
+            "new": sorted(p for st, p in rows if st == "??")}
 
 
 def restore_parked(profile: dict[str, Any], name: str, root: Path, *,
