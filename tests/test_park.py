@@ -48,7 +48,10 @@ def _stopped_run(root: Path) -> Path:
 
 
 def test_park_packs_finished_runs_whole_and_unfinished_ones_with_their_checkpoint(tmp_path):
-    _stopped_run(tmp_path)
+    run = _stopped_run(tmp_path)
+    early = _write(run / "rl" / "c" / "log.csv", "step\n", T0 + 1100)  # no checkpoint yet
+    with open(run / "reads" / f"{NB}.log", "a") as f:
+        f.write(f"w\t{early}\n")
     dest = park.park(PROFILE, ["08"], tmp_path)
     assert dest == tmp_path / "artifacts" / "cpu" / f"{NB}.parked"
     meta = json.loads((dest / carry.CARRY_FILE).read_text())
@@ -64,7 +67,8 @@ def test_park_packs_finished_runs_whole_and_unfinished_ones_with_their_checkpoin
             names |= set(tar.getnames())
     assert "rl/b/checkpoint-15/adapter_model.safetensors" in names  # the resume point
     assert not any("checkpoint-45" in n or "checkpoint-30" in n for n in names)
-    assert not any(n.startswith("records/") for n in names)  # trainings only
+    assert not any(n.startswith("rl/c/") for n in names)  # nothing to resume from
+    assert "records/08_bon.json" in names  # what the notebook wrote besides its trainings
 
 
 def test_park_refuses_a_finished_run_a_running_one_and_two_notebooks(tmp_path):

@@ -215,3 +215,36 @@ def test_sample_pools_releases_the_policy_and_engine_before_returning(monkeypatc
                              max_new_tokens=8, temperature=1.0, batch_size=4)
     assert calls == ["sample", "sample", "release"] and len(out) == 8
     assert set(out.prompt) == {"p1", "p2"} and set(out.family) == {"generic"}
+
+
+def test_sample_pools_reads_back_the_pools_an_earlier_stopped_run_finished(monkeypatch, tmp_path,
+                                                                         capsys):
+    """With a cache folder each prompt's pool is written as it is done and read back (no
+    policy loaded) by a resumed run; other sampling settings are another key."""
+    from types import SimpleNamespace
+
+    from qrlib.generation import policy, rewrite
+    from qrlib.rl import release
+
+    calls = []
+    monkeypatch.setattr(policy, "load_policy", lambda model: calls.append("load") or ("p", "t"))
+
+    def sample(pol, tok, queries, pname, n, **kw):
+        calls.append(pname)
+        return pd.DataFrame({"qid": list(queries) * n, "search_text": [f"{pname} {kw['seed']}"]
+                             * (len(queries) * n), "valid": [True] * (len(queries) * n)})
+
+    monkeypatch.setattr(rewrite, "sample_rewrites", sample)
+    monkeypatch.setattr(release, "release_memory", lambda: calls.append("release"))
+    data = {"toy": SimpleNamespace(queries={"q1": "a", "q2": "b"})}
+    fams = {"generic": ["generic/rewrite", "dmqr/general"]}
+    kw = dict(max_new_tokens=8, temperature=1.0, batch_size=4, cache=tmp_path / "pools")
+    first = pools.sample_pools("m", data, fams, {"generic": 2}, **kw)
+    assert calls == ["load", "generic/rewrite", "dmqr/general", "release"]
+    assert len(list((tmp_path / "pools").glob("*.parquet"))) == 2
+    calls.clear()
+    again = pools.sample_pools("m", data, fams, {"generic": 2}, **kw)
+    assert calls == [] and "2 of 2 prompt pools read back" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(first, again)
+    pools.sample_pools("m", data, fams, {"generic": 2}, **{**kw, "seed": 1})
+    assert calls == ["load", "generic/rewrite", "dmqr/general", "release"]

@@ -135,13 +135,17 @@ print("\n--- sage/s3 as the model sees it:\n" + as_template("sage/s3").user.form
 
 # %% [markdown]
 # The untrained policy samples every pool at temperature `bon_temperature` (prompt $j$ of a
-# family seeded `seed + 1000 j`); on a CPU this is the slow step of section 1.
+# family seeded `seed + 1000 j`); on a CPU this is the slow step of section 1 (40-70 min
+# in the `cpu` profile). Each prompt's pool is kept in the run folder as it is done, so a
+# run stopped and resumed later (`python -m qrlib park`) reads it back instead of sampling
+# it again.
 
 # %%
 BON_DATA = pools.load_cuts(bon_datasets, n_queries=bon_n_queries,
                            n_distractors=bon_n_distractors, seed=seed, data_dir=data_dir)
 SAMPLES = pools.sample_pools(model, BON_DATA, FAMILIES, POOL, max_new_tokens=bon_max_new_tokens,
-                             temperature=bon_temperature, batch_size=bon_batch_size, seed=seed)
+                             temperature=bon_temperature, batch_size=bon_batch_size, seed=seed,
+                             cache=out_dir / "bon_pools")
 
 # %% [markdown]
 # Every sampled rewrite is searched with every retriever and scored against the qrels

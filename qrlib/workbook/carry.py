@@ -175,14 +175,15 @@ def pack(profile: str, name: str, root: Path, *, commit: str, fingerprint: str,
     """Write ``artifacts/<profile>/<name>/`` from this clone's run folder (replacing an
     older one whole, never half-written). Returns the folder.
 
-    With ``parked`` (:mod:`qrlib.workbook.park`): a cut-short run's training runs only, each
-    unfinished one with its newest complete checkpoint, into ``<name>.parked/``."""
+    With ``parked`` (:mod:`qrlib.workbook.park`): what a cut-short run wrote, each unfinished
+    training with its newest complete checkpoint (one without a checkpoint left out), into
+    ``<name>.parked/``."""
     run_dir = run_paths(profile, root)["run_dir"].resolve()
     keys = owned_keys(name, run_dir)
     keep: dict[tuple[str, ...], str | None] = {}
-    if parked is not None:
-        keys = [k for k in keys if k[0] == "rl"]
-        keep = {k: parked["runs"].get(k[-1], {}).get("checkpoint") for k in keys}
+    if parked is not None:  # a training that never reached a checkpoint has nothing to keep
+        keys = [k for k in keys if k[0] != "rl" or k[-1] in parked["runs"]]
+        keep = {k: parked["runs"][k[-1]].get("checkpoint") for k in keys if k[0] == "rl"}
     dest = root / ARTIFACTS / profile / (name + (PARKED if parked is not None else ""))
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest.parent))

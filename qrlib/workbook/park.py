@@ -2,8 +2,9 @@
 
 Some ``cpu`` notebooks train for longer than one working session has (08 and 15: three
 SAGE trainings each, ~2.5 h from scratch). ``python -m qrlib park PROFILE --only NN``, run
-after such a run was stopped, packs the training runs it had written (the finished ones
-whole, each unfinished one with its newest complete checkpoint) into
+after such a run was stopped, packs what it had written under the run folder (its own
+folder, e.g. 08's best-of-N pools, and its training runs: the finished ones whole, each
+unfinished one with its newest complete checkpoint) into
 ``artifacts/<profile>/<name>.parked/`` with ``carry.json``'s ``parked`` record: the commit
 and the notebook's static fingerprint (source, parameters, qrlib files) the run started
 at, and the wall time it had spent. Commit that folder; the next ``qrlib run`` of the
@@ -105,13 +106,16 @@ def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
             raise QrlibError(f"{name}: no cut-short run in {run_dir / 'notebooks'} (INCOMPLETE-"
                              f"{name}.ipynb); park parks a run that was stopped before its end")
         start = _start(run_dir, name, profile, root)
-        runs = {k[-1]: run_dir.joinpath(*k) for k in carry.owned_keys(name, run_dir)
-                if k[0] == "rl"}
+        keys = carry.owned_keys(name, run_dir)
+        runs = {k[-1]: run_dir.joinpath(*k) for k in keys if k[0] == "rl"}
         states = {r: _run_state(p) for r, p in runs.items()}
         states = {r: s for r, s in states.items() if s["finished"] or s["checkpoint"]}
-        if not states:
-            raise QrlibError(f"{name}: no training run reached a checkpoint; nothing to park")
-        last = max(f.stat().st_mtime for r in states for f in runs[r].rglob("*") if f.is_file())
+        kept = [run_dir.joinpath(*k) for k in keys if k[0] != "rl" or k[-1] in states]
+        files = [f for p in kept for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()]
+        if not states and not any(k[0] != "rl" for k in keys):
+            raise QrlibError(f"{name}: wrote nothing a resumed run could use (no training "
+                             f"reached a checkpoint); nothing to park")
+        last = max(f.stat().st_mtime for f in files)
         before = run_dir / "parked" / f"{name}.json"  # this run itself resumed a park
         earlier = load_json(before) if before.exists() else {"wall_s": 0.0, "parts": 0}
         record = {"commit": start["commit"], "static_fingerprint": start["static_fingerprint"],

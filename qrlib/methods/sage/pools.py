@@ -94,36 +94,78 @@ def load_cuts(names: Iterable[str], *, n_queries: int | None, n_distractors: int
     return out
 
 
+def pool_key(model: str, dataset: str, queries: Mapping[str, str], prompt: str, n: int,
+             **settings: Any) -> str:
+    """What one prompt's pool of samples depends on, hashed: the model, the queries, the
+    prompt as rendered, ``n``, the sampling settings, the generation backend, whether the
+    CPU samples in bf16, and the source of the code that samples (a change to any of it
+    gives a new key, so a stale pool is never read back)."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from qrlib.generation import engine, policy, prompts, rewrite
+
+    code = b"".join(Path(m.__file__).read_bytes() for m in (engine, policy, prompts, rewrite))
+    blob = json.dumps({"model": model, "dataset": dataset, "queries": sorted(queries.items()),
+                       "prompt": repr(prompts.as_template(prompt)), "n": n,
+                       "settings": settings, "backend": engine.backend(),
+                       "bf16": policy.cpu_has_native_bf16(),
+                       "code": hashlib.sha256(code).hexdigest()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
 def sample_pools(model: str, data: Mapping[str, Any], families: Mapping[str, Sequence[str]],
                  pool: Mapping[str, int], *, max_new_tokens: int, temperature: float,
-                 batch_size: int, seed: int = 0) -> Any:
+                 batch_size: int, seed: int = 0, cache: Any = None) -> Any:
     """``pool[family]`` sampled rewrites of every test query per prompt
     (:func:`qrlib.generation.rewrite.sample_rewrites`, prompt ``j`` of a family seeded
     ``seed + 1000 j``), with ``dataset``, ``family`` and ``prompt`` columns. The policy is
-    loaded here and released with its engine before returning
-    (:func:`qrlib.rl.release.release_memory`: a stored vLLM traceback otherwise keeps it
-    alive through the trainings that follow); prints the count and the seconds."""
+    loaded here (only if some pool is not in ``cache``) and released with its engine before
+    returning (:func:`qrlib.rl.release.release_memory`: a stored vLLM traceback otherwise
+    keeps it alive through the trainings that follow); prints the count and the seconds.
+
+    ``cache`` (a folder): each prompt's pool is written there as it is done
+    (``<pool_key>.parquet``) and read back instead of sampled again, so a run stopped and
+    resumed (``qrlib park``) does not sample its finished pools twice; each pool is seeded
+    on its own, so a pool read back is the one sampling would give."""
+    from pathlib import Path
+
+    from qrlib.core.io import atomic_path
     from qrlib.generation import policy, rewrite
     from qrlib.rl.release import release_memory
 
     t0 = time.perf_counter()
-    pol, tok = policy.load_policy(model)
-    frames = []
+    pol = tok = None
+    frames, read = [], 0
     for name, ds in data.items():
         for fam, names in families.items():
             for j, pname in enumerate(names):
-                df = rewrite.sample_rewrites(pol, tok, ds.queries, pname, pool[fam],
-                                             max_new_tokens=max_new_tokens,
-                                             temperature=temperature, batch_size=batch_size,
-                                             seed=seed + 1000 * j)
+                settings = {"max_new_tokens": max_new_tokens, "temperature": temperature,
+                            "batch_size": batch_size, "seed": seed + 1000 * j}
+                path = (Path(cache) / f"{pool_key(model, name, ds.queries, pname, pool[fam], **settings)}"
+                        f".parquet") if cache is not None else None
+                if path is not None and path.exists():
+                    df, read = pd.read_parquet(path), read + 1
+                else:
+                    if pol is None:
+                        pol, tok = policy.load_policy(model)
+                    df = rewrite.sample_rewrites(pol, tok, ds.queries, pname, pool[fam],
+                                                 **settings)
+                    if path is not None:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        with atomic_path(path) as tmp:
+                            df.to_parquet(tmp, index=False)
                 df["dataset"], df["family"], df["prompt"] = name, fam, pname
                 frames.append(df)
-    del pol
-    release_memory()
+    if pol is not None:
+        del pol
+        release_memory()
     samples = pd.concat(frames, ignore_index=True)
     seconds = time.perf_counter() - t0
-    print(f"{len(samples)} sampled rewrites in {seconds:.0f}s "
-          f"({seconds / len(samples):.2f}s each)")
+    total = sum(len(v) for v in families.values()) * len(data)
+    print(f"{len(samples)} sampled rewrites in {seconds:.0f}s ({seconds / len(samples):.2f}s each)"
+          + (f"; {read} of {total} prompt pools read back from an earlier, stopped run" if read else ""))
     return samples
 
 
