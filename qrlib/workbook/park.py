@@ -129,7 +129,7 @@ def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
 
 def _progress(record: dict[str, Any]) -> str:
     return ", ".join(f"{r} {'finished' if s['finished'] else 'at'} step {s['steps']}"
-                     for r, s in record["runs"].items())
+                     for r, s in record["runs"].items()) or "no training reached a checkpoint yet"
 
 
 def parked_note(profile: str, name: str, root: Path) -> str:
