@@ -35,11 +35,15 @@ __all__ = ["park", "parked_folder", "parked_note", "left_outputs", "restore_park
            "started_record", "static_fingerprint"]
 
 
+def _static_inputs(profile: dict[str, Any], name: str, root: Path) -> dict[str, Any]:
+    params = parameters_for(profile, name, notebook_parameters(name), root)
+    return freshness.static_inputs(name, params, root)
+
+
 def static_fingerprint(profile: dict[str, Any], name: str, root: Path) -> str:
     """The fingerprint of what ``name`` depends on before it runs (source, parameters,
     qrlib files): what a parked run must match to be resumed."""
-    params = parameters_for(profile, name, notebook_parameters(name), root)
-    return freshness.fingerprint(freshness.static_inputs(name, params, root))
+    return freshness.fingerprint(_static_inputs(profile, name, root))
 
 
 def started_record(run_dir: Path, name: str, *, commit: str, dirty: bool, static: str) -> None:
@@ -80,8 +84,7 @@ def _start(run_dir: Path, name: str, profile: dict[str, Any], root: Path) -> dic
                          f"cannot tell when the run began")
     from qrlib.core.git import commit_info
 
-    params = parameters_for(profile, name, notebook_parameters(name), root)
-    static = freshness.static_inputs(name, params, root)
+    static = _static_inputs(profile, name, root)
     dirty = freshness.uncommitted([*static["source"], *static["modules"]], root)
     if dirty:
         raise QrlibError(f"{name}: its inputs have uncommitted changes ({', '.join(sorted(dirty)[:3])}); "
@@ -160,16 +163,16 @@ def left_outputs(profile: str, name: str, root: Path) -> dict[str, list[str]]:
             "new": sorted(p for st, p in rows if st == "??")}
 
 
-def restore_parked(profile: dict[str, Any], name: str, root: Path, *,
+def restore_parked(profile: dict[str, Any], name: str, root: Path, *, now: str | None = None,
                    say: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Before ``name`` runs: unpack its parked runs when their static fingerprint is the
-    notebook's now; returns their ``parked`` record (None when nothing is parked or the
-    inputs changed since)."""
+    notebook's now (``now``, when the caller has it already); returns their ``parked``
+    record (None when nothing is parked or the inputs changed since)."""
     folder = parked_folder(profile["name"], name, root)
     if not (folder / carry.CARRY_FILE).exists():
         return None
     record = load_json(folder / carry.CARRY_FILE).get("parked") or {}
-    now = static_fingerprint(profile, name, root)
+    now = now or static_fingerprint(profile, name, root)
     if record.get("static_fingerprint") != now:
         say(f"[qrlib] {name}: parked runs in {folder.relative_to(root)} ran other inputs "
             f"({record.get('static_fingerprint')}, now {now}); not restored, training from scratch")

@@ -238,9 +238,10 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
             watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
                      (root / "params").resolve()]
             info = {**publish.commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
-            parked = park.restore_parked(profile, name, root)  # a run an earlier session parked
+            static_fp = freshness.fingerprint(static)
+            parked = park.restore_parked(profile, name, root, now=static_fp)  # an earlier park
             park.started_record(run_dir, name, commit=info["commit"], dirty=info["dirty"],
-                                static=freshness.fingerprint(static))
+                                static=static_fp)
             print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
             start = time.perf_counter()
             started = time.time()
