@@ -160,6 +160,32 @@ def test_only_rejects_unknown_notebook(toy_repo):
         wb.run_profile(prof, root=toy_repo, only=["42"])
 
 
+def test_a_profile_only_list_limits_run_and_status(toy_repo, capsys):
+    """A profile's ``only:`` list (a seed replica) is all a plain run runs and all status
+    lists; ``--only`` outside it, a name matching nothing, and a list missing a notebook a
+    member reads are one-line errors."""
+    src = toy_repo / "notebooks" / "src"
+    (src / "02_toy.py").write_text(TOY)
+    reader = TOY.replace('# # Toy notebook', '# # Reader')
+    (src / "03_reader.py").write_text(
+        "# ---\n# jupyter:\n#   qrlib:\n#     reads: [02_toy]\n# ---\n\n" + reader)
+    wb.build_notebooks()
+    prof = _profile(toy_repo, "name: sub\nonly: [2, 03_reader]\n")
+    rows = wb.run_profile(prof, root=toy_repo)
+    assert [r["notebook"] for r in rows] == ["02_toy", "03_reader"]
+    assert [s.notebook for s in wb.profile_status(prof, toy_repo)] == ["02_toy", "03_reader"]
+    with pytest.raises(QrlibError, match=r"--only '01': profile sub has only \['02_toy', '03_reader'\]"):
+        wb.run_profile(prof, root=toy_repo, only=["01"])
+    with pytest.raises(QrlibError, match="profile x: 'only' names '42', which matches no notebook"):
+        wb.load_profile(_profile(toy_repo, "name: x\nonly: [42]\n", "bad.yaml"))
+    with pytest.raises(QrlibError, match="'only' must be a list of notebook names or numbers"):
+        wb.load_profile(_profile(toy_repo, "name: x\nonly: 3\n", "bad2.yaml"))
+    gap = _profile(toy_repo, "name: gap\nonly: [3]\n", "gap.yaml")
+    with pytest.raises(QrlibError, match="'only' list has 03_reader but not 02_toy, which "
+                                         "03_reader reads; add it to 'only'"):
+        wb.profile_status(gap, toy_repo)
+
+
 def test_the_long_set_runs_only_when_asked(toy_repo, capsys):
     """A profile's ``long:`` notebooks are skipped by a plain run and run with ``long`` or
     ``only``; an unknown entry is a one-line error naming the key."""

@@ -23,7 +23,7 @@ from qrlib.workbook.profiles import (INJECTED, NOTEBOOK_DIR, NOTEBOOK_SRC_DIR, P
                                      check_value_type, data_roots, load_profile,
                                      notebook_names, notebook_parameters, parameters_for,
                                      run_paths, select_notebooks, validate_profile,
-                                     long_notebooks)
+                                     long_notebooks, profile_notebooks)
 from qrlib.workbook import freshness
 from qrlib.workbook.freshness import profile_status
 from qrlib.workbook import publish
@@ -43,7 +43,7 @@ __all__ = [
     # profiles
     "INJECTED", "NOTEBOOK_DIR", "NOTEBOOK_SRC_DIR", "PROFILE_KEYS", "check_value_type",
     "data_roots", "load_profile", "notebook_names", "notebook_parameters", "parameters_for",
-    "run_paths", "select_notebooks", "validate_profile", "long_notebooks",
+    "run_paths", "select_notebooks", "validate_profile", "long_notebooks", "profile_notebooks",
     # freshness, publish, results
     "profile_status", "PUBLISHED_PROFILES", "publish_notebooks", "timing_table",
     "write_results",

@@ -38,7 +38,7 @@ import yaml
 from qrlib.core.io import REPO_ROOT, atomic_write, load_json
 from qrlib.core.errors import QrlibError
 from qrlib.core.registry import pyproject_entries
-from qrlib.workbook.profiles import (data_roots, load_profile, notebook_names,
+from qrlib.workbook.profiles import (data_roots, load_profile, profile_notebooks,
                                      notebook_parameters, parameters_for)
 
 PACKAGE = "qrlib"
@@ -441,12 +441,18 @@ def published_entries(profile: str, root: Path = REPO_ROOT) -> dict[str, Any]:
 
 def profile_status(profile_path: str | os.PathLike, root: Path = REPO_ROOT,
                    note_uncommitted: bool = True) -> list[Status]:
-    """Freshness of every notebook of a profile, in run order (``note_uncommitted``: see
+    """Freshness of every notebook of a profile (all, or its ``only`` list, which must hold
+    every notebook its members read), in run order (``note_uncommitted``: see
     :func:`notebook_status`)."""
     profile = load_profile(profile_path)
     manifest = published_entries(profile["name"], root)
     out: dict[str, Status] = {}
-    for name in notebook_names():
+    names = profile_notebooks(profile)
+    for name in names:
+        outside = [r for r in declared_reads(name, root) if r not in names]
+        if outside:
+            raise QrlibError(f"profile {profile['name']}: its 'only' list has {name} but not "
+                             f"{outside[0]}, which {name} reads; add it to 'only'")
         params = parameters_for(profile, name, notebook_parameters(name), root)
         out[name] = notebook_status(name, params, manifest, out, root, note_uncommitted)
     return list(out.values())

@@ -28,8 +28,8 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.io import load_json, save_json
 from qrlib.core.lock import run_lock
 from qrlib.workbook import carry, freshness, publish
-from qrlib.workbook.profiles import (load_profile, notebook_names, notebook_parameters,
-                                     parameters_for, run_paths, select_notebooks)
+from qrlib.workbook.profiles import (load_profile, notebook_parameters, parameters_for,
+                                     profile_selection, run_paths)
 
 __all__ = ["park", "parked_folder", "parked_note", "left_outputs", "restore_parked", "finish_parked",
            "started_record", "static_fingerprint"]
@@ -99,7 +99,7 @@ def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
     one-line errors when a run still holds the run folder, when the notebook finished or
     never started here, or when it had no training run yet. Returns the folder."""
     profile = load_profile(profile_path)
-    names = select_notebooks(notebook_names(), only)
+    names = profile_selection(profile, only)
     if len(names) != 1:
         raise QrlibError(f"park takes one notebook (--only NN), got {len(names)}")
     name = names[0]

@@ -11,6 +11,8 @@ No science lives here. A *profile* is one YAML file under ``params/``::
       02_index_build:
         datasets: [scifact]
     long: [13, 15_sage_ablation] # optional: notebooks a plain run skips (run with --long)
+    only: [06, 07]               # optional: the only notebooks this profile has (a seed
+                                 # replica); run and status leave the others out
 
 Every key under ``globals`` must be declared in the ``parameters`` cell of at least one
 notebook, and every key of a notebook section in that notebook's ``parameters`` cell;
@@ -43,7 +45,7 @@ from qrlib.core.errors import QrlibError
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 NOTEBOOK_SRC_DIR = NOTEBOOK_DIR / "src"
-PROFILE_KEYS = {"name", "description", "extends", "globals", "notebooks", "long"}
+PROFILE_KEYS = {"name", "description", "extends", "globals", "notebooks", "long", "only"}
 INJECTED = ("profile", "run_dir", "figures_dir", "tables_dir", "cache_dir")
 
 
@@ -215,9 +217,11 @@ def load_profile(path: str | os.PathLike, *, validate: bool = True,
     data.setdefault("globals", {})
     data.setdefault("notebooks", {})
     data.setdefault("long", [])
-    if not isinstance(data["long"], list) or not all(isinstance(x, (str, int)) for x in data["long"]):
-        raise QrlibError(f"profile {path.name}: 'long' must be a list of notebook names or "
-                         f"numbers, got {data['long']!r}")
+    for key in ("long", "only"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, (str, int)) for x in value):
+            raise QrlibError(f"profile {path.name}: '{key}' must be a list of notebook names or "
+                             f"numbers, got {value!r}")
     for key in ("globals", "notebooks"):
         if not isinstance(data[key], dict):
             raise QrlibError(f"profile {path.name}: '{key}' must be a mapping, "
@@ -228,19 +232,31 @@ def load_profile(path: str | os.PathLike, *, validate: bool = True,
     if validate:
         validate_profile(data, source=path.name)
         long_notebooks(data)
+        profile_notebooks(data)
     return data
+
+
+def _named(profile: Mapping[str, Any], key: str, names: list[str]) -> list[str]:
+    """The notebooks a profile's ``key`` list names (numbers or names), in run order."""
+    tokens = [str(x) for x in profile.get(key, [])]
+    for token in tokens:
+        if not any(n == token or n.split("_", 1)[0] == token.zfill(2) for n in names):
+            raise QrlibError(f"profile {profile.get('name')}: '{key}' names {token!r}, which "
+                             f"matches no notebook; accepted: {names}")
+    return select_notebooks(names, tokens) if tokens else []
+
+
+def profile_notebooks(profile: Mapping[str, Any]) -> list[str]:
+    """The notebooks a profile has, in run order: all of them, or its ``only`` list (a seed
+    replica runs only the notebooks behind the headline rows)."""
+    names = notebook_names()
+    return _named(profile, "only", names) if profile.get("only") else names
 
 
 def long_notebooks(profile: Mapping[str, Any]) -> list[str]:
     """The notebooks of the profile's ``long`` set (numbers or names), in run order: a run
     without ``--long`` or ``--only`` skips them (the profile's main time leaves them out)."""
-    names = notebook_names()
-    tokens = [str(x) for x in profile.get("long", [])]
-    for token in tokens:
-        if not any(n == token or n.split("_", 1)[0] == token.zfill(2) for n in names):
-            raise QrlibError(f"profile {profile.get('name')}: 'long' names {token!r}, which "
-                             f"matches no notebook; accepted: {names}")
-    return select_notebooks(names, tokens) if tokens else []
+    return _named(profile, "long", notebook_names())
 
 
 def validate_profile(profile: dict[str, Any], *, source: str = "profile") -> None:
@@ -347,3 +363,15 @@ def select_notebooks(names: list[str], only: list[str] | None) -> list[str]:
             raise QrlibError(f"--only {token!r} matches no notebook; accepted: {names}")
         wanted += match
     return [n for n in names if n in wanted]
+
+
+def profile_selection(profile: Mapping[str, Any], only: list[str] | None) -> list[str]:
+    """The profile's notebooks (:func:`profile_notebooks`) that ``--only`` names, in run
+    order; a one-line error for a notebook the profile's ``only`` list leaves out."""
+    names = profile_notebooks(profile)
+    for token in only or []:
+        if not any(n == token or n.split("_", 1)[0] == token.zfill(2) for n in names):
+            if select_notebooks(notebook_names(), [token]):
+                raise QrlibError(f"--only {token!r}: profile {profile.get('name')} has only "
+                                 f"{names} (its 'only' list)")
+    return select_notebooks(names, only)

@@ -40,7 +40,8 @@ from qrlib.workbook.carry import RUNNER_FILES, artifact_key
 from qrlib.workbook.preload import preload_env
 from qrlib.workbook.profiles import (data_roots, load_profile, long_notebooks, notebook_names,
                                      notebook_parameters, notebook_relpath, parameters_for,
-                                     profile_files, run_paths, select_notebooks)
+                                     profile_files, profile_notebooks, profile_selection,
+                                     run_paths)
 
 @contextlib.contextmanager
 def published_outputs_guard(name: str, folders: list[Path]) -> Any:
@@ -150,7 +151,7 @@ def stale_selection(profile_path: str | os.PathLike, root: Path) -> list[str]:
             if up not in chosen and not (done_dir / f"{up}.json").exists():
                 chosen.add(up)
                 todo.append(up)
-    return [n for n in notebook_names() if n in chosen]
+    return [n for n in profile_notebooks(profile) if n in chosen]
 
 
 def _dirty_inputs(profile_path: Path, inputs: Mapping[str, Any], root: Path) -> list[str]:
@@ -191,7 +192,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     root = Path(root or profiles.REPO_ROOT)
     profile_path = resolve_profile(profile_path, root)
     profile = load_profile(profile_path)
-    names = select_notebooks(notebook_names(), only)
+    names = profile_selection(profile, only)
     held = set() if (only or long) else set(long_notebooks(profile))
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
