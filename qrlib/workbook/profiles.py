@@ -240,7 +240,7 @@ def _named(profile: Mapping[str, Any], key: str, names: list[str]) -> list[str]:
     """The notebooks a profile's ``key`` list names (numbers or names), in run order."""
     tokens = [str(x) for x in profile.get(key, [])]
     for token in tokens:
-        if not any(n == token or n.split("_", 1)[0] == token.zfill(2) for n in names):
+        if not any(_matches(n, token) for n in names):
             raise QrlibError(f"profile {profile.get('name')}: '{key}' names {token!r}, which "
                              f"matches no notebook; accepted: {names}")
     return select_notebooks(names, tokens) if tokens else []
@@ -352,13 +352,18 @@ def data_roots(data_dir: str | os.PathLike | None = None) -> list[Path]:
 
 
 
+def _matches(name: str, token: str) -> bool:
+    """Whether ``token`` (a notebook's number, ``6`` or ``06``, or full name) names ``name``."""
+    return name == token or name.split("_", 1)[0] == token.zfill(2)
+
+
 def select_notebooks(names: list[str], only: list[str] | None) -> list[str]:
     """The notebooks ``--only`` names (number or full name), in run order."""
     if not only:
         return names
     wanted = []
     for token in only:
-        match = [n for n in names if n == token or n.split("_", 1)[0] == token.zfill(2)]
+        match = [n for n in names if _matches(n, token)]
         if not match:
             raise QrlibError(f"--only {token!r} matches no notebook; accepted: {names}")
         wanted += match
@@ -370,7 +375,7 @@ def profile_selection(profile: Mapping[str, Any], only: list[str] | None) -> lis
     order; a one-line error for a notebook the profile's ``only`` list leaves out."""
     names = profile_notebooks(profile)
     for token in only or []:
-        if not any(n == token or n.split("_", 1)[0] == token.zfill(2) for n in names):
+        if not any(_matches(n, token) for n in names):
             if select_notebooks(notebook_names(), [token]):
                 raise QrlibError(f"--only {token!r}: profile {profile.get('name')} has only "
                                  f"{names} (its 'only' list)")
