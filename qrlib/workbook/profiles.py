@@ -375,8 +375,8 @@ def profile_selection(profile: Mapping[str, Any], only: list[str] | None) -> lis
     order; a one-line error for a notebook the profile's ``only`` list leaves out."""
     names = profile_notebooks(profile)
     for token in only or []:
-        if not any(_matches(n, token) for n in names):
-            if select_notebooks(notebook_names(), [token]):
-                raise QrlibError(f"--only {token!r}: profile {profile.get('name')} has only "
-                                 f"{names} (its 'only' list)")
+        if not any(_matches(n, token) for n in names) and any(
+                _matches(n, token) for n in notebook_names()):
+            raise QrlibError(f"--only {token!r}: profile {profile.get('name')} has only "
+                             f"{names} (its 'only' list)")
     return select_notebooks(names, only)
