@@ -63,8 +63,8 @@ notebooks: install
 # 18:56 (the critical path), notebooks 13:11; the GPU check's dry run (82 s) and the
 # two-process test (45 s) run after the notebooks, in their process, to even the two out.
 # At d3a5192 on a 2-core AVX2 machine (no native bf16), side by side from an empty cache:
-# notebooks 25:23, unit tests 27:01, before tests/conftest.py ran vLLM eagerly (its ten
-# vLLM/training tests then took 8:18 alone, against ~22 min contended before).
+# notebooks 25:23, unit tests 27:01, before tests/conftest.py ran vLLM eagerly (then
+# test_engine, test_sharedprefix, test_train and test_coldstart, 44 tests, took 8:18 alone).
 # TEST_PARALLEL=0 runs everything in one process.
 TEST_PARALLEL ?= 1
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000

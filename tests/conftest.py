@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The tests run vLLM's CPU engine eagerly: its torch.compile of the model took ~130 of a
 # 186 s three-step GRPO test here (AVX2, 2 cores), on every engine start, because this vLLM
 # build fails to load its AOT compile cache ("Compiling model again due to a load
-# failure"). Eager gives the same outputs; the notebooks keep vLLM's compiled forward.
+# failure"). The engine tests' assertions hold eagerly; the notebooks keep the compiled forward.
 # TORCH_COMPILE_DISABLE=0 in the environment keeps compilation on.
 os.environ.setdefault("TORCH_COMPILE_DISABLE", "1")
 
