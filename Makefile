@@ -58,24 +58,26 @@ $(STAMP): pyproject.toml Makefile
 notebooks: install
 	$(BIN)/python -m qrlib build-notebooks
 
-# Two pytest processes side by side (2 cores): the smoke notebooks (tests/test_notebooks.py)
-# with BESIDE_SMOKE, and the other unit tests. Measured at a1be2d3 on 2 cores: unit tests
-# 18:56 (the critical path), notebooks 13:11; the GPU check's dry run (82 s) and the
-# two-process test (45 s) run after the notebooks, in their process, to even the two out.
-# At d3a5192 on a 2-core AVX2 machine (no native bf16), side by side from an empty cache:
-# notebooks 25:23, unit tests 27:01, before tests/conftest.py ran vLLM eagerly (then
-# test_engine, test_sharedprefix, test_train and test_coldstart, 44 tests, took 8:18 alone).
+# Two pytest processes side by side (2 cores): the smoke notebooks (tests/test_notebooks.py,
+# plus BESIDE_SMOKE) and the other unit tests. Measured at a1be2d3 on 2 cores: unit tests
+# 18:56 (then the critical path), notebooks 13:11; so the GPU check's dry run and the
+# two-process test ran beside the notebooks. At d3a5192 on a 2-core AVX2 machine (no native
+# bf16), side by side from an empty cache: notebooks 25:23, unit tests 27:01, before
+# tests/conftest.py ran vLLM eagerly (then test_engine, test_sharedprefix, test_train and
+# test_coldstart, 44 tests, took 8:18 alone). Eager vLLM took ~13 min off the unit tests, so
+# the notebooks are now the critical path: BESIDE_SMOKE is empty and the GPU check's dry run
+# (127 s) and the two-process test (52 s) run with the unit tests (CI at 54226e9: 2159 s).
 # TEST_PARALLEL=0 runs everything in one process.
 TEST_PARALLEL ?= 1
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
-BESIDE_SMOKE := tests/test_gpu_check.py tests/test_multiprocess.py
+BESIDE_SMOKE :=
 test: install
 ifeq ($(TEST_PARALLEL),0)
 	$(PYTEST) tests
 else
 	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider --durations=5 tests/test_notebooks.py $(BESIDE_SMOKE) > $$log 2>&1 & nb=$$!; \
 	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py $(addprefix --ignore=,$(BESIDE_SMOKE)) tests; unit=$$?; \
-	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile), $(BESIDE_SMOKE)"; cat $$log; rm -f $$log; \
+	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile) $(BESIDE_SMOKE)"; cat $$log; rm -f $$log; \
 	echo "== smoke notebooks' wall time (s), from runs/smoke/timings.csv"; \
 	cut -d, -f1-4 runs/smoke/timings.csv 2>/dev/null | column -t -s, || true; \
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
