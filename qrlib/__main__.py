@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="publish from a tree with uncommitted changes to a notebook's "
                           "inputs (the stamps say so)")
     run.add_argument("--log-output", action="store_true", help="stream notebook output")
+    run.add_argument("--park-at", default=None, metavar="HH:MM|+MIN",
+                     help="at that time stop the running notebook, park its trainings "
+                          "(as `park` does) and start no further notebook")
     pk = sub.add_parser("park", help="pack a stopped run's trainings into artifacts/ so a "
                                      "later `run` resumes them (qrlib.workbook.park)")
     pk.add_argument("profile", help="params/<name>.yaml (or just the name)")
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
                         long=args.long, allow_dirty=args.allow_dirty,
-                        log_output=args.log_output)
+                        park_at=args.park_at, log_output=args.log_output)
         elif args.cmd == "park":
             from qrlib.core.io import REPO_ROOT
             from qrlib.workbook.park import left_outputs, park

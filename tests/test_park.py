@@ -175,3 +175,104 @@ def test_park_names_the_published_files_a_stopped_run_left_half_written(tmp_path
         _write(tmp_path / rel, "rewritten")  # another size: git sees it whatever the time
     assert park.left_outputs("cpu", NB, tmp_path) == {"changed": ["tables/cpu/08_a.csv"],
                                                       "new": ["tables/cpu/08_b.csv"]}
+
+
+def test_park_at_reads_a_clock_time_or_minutes_from_now():
+    from datetime import datetime
+
+    from qrlib.workbook.park import park_deadline
+
+    now = datetime(2026, 12, 5, 8, 0, 30)
+    assert park_deadline("09:50", now) == datetime(2026, 12, 5, 9, 50)
+    assert park_deadline("7:15", now) == datetime(2026, 12, 6, 7, 15)  # past today: tomorrow
+    assert park_deadline("08:00", now) == datetime(2026, 12, 6, 8, 0)
+    assert park_deadline("+90", now) == datetime(2026, 12, 5, 9, 30, 30)
+    assert park_deadline(" +0.5 ", now) == datetime(2026, 12, 5, 8, 1)
+    for bad in ("", "24:00", "9:5", "12:60", "+0", "+-3", "tomorrow", "0950", "+1e3"):
+        with pytest.raises(QrlibError, match=r"--park-at .*HH:MM.*\+MIN"):
+            park_deadline(bad, now)
+
+
+def test_the_park_timer_stops_the_children_at_its_deadline_and_only_then():
+    import subprocess
+    import sys
+    import time as _time
+    from datetime import datetime, timedelta
+
+    with park.ParkTimer(None) as never:
+        assert not never.passed
+    assert not never.fired
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    t0 = _time.monotonic()
+    with park.ParkTimer(datetime.now() + timedelta(seconds=1), grace_s=5) as timer:
+        assert child.wait(timeout=30) is not None
+        assert timer.passed
+    assert timer.fired and 0.8 < _time.monotonic() - t0 < 20
+    late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with park.ParkTimer(datetime.now() + timedelta(seconds=60)) as early:
+        pass  # left before its deadline: fires never, stops nothing
+    assert not early.fired and late.poll() is None
+    late.kill()
+    late.wait()
+
+
+def test_run_park_at_stops_the_notebook_parks_its_checkpoint_and_starts_nothing_more(
+        tmp_path, monkeypatch, capsys):
+    """A toy notebook that writes a complete checkpoint and a half table, then keeps
+    training: --park-at stops it, puts the table back, parks checkpoint-2, and the second
+    notebook is not started; a park time already past starts nothing."""
+    from qrlib import workbook as wb
+
+    src = tmp_path / "notebooks" / "src"
+    src.mkdir(parents=True)
+    head = ('# %% tags=["parameters"]\nprofile = "dev"\nrun_dir = "../runs/dev"\n'
+            'tables_dir = "../tables/dev"\nseed = 0\n\n')
+    (src / "01_toy.py").write_text(head + (
+        "# %%\nimport os, pathlib, time\n"
+        "ck = pathlib.Path(run_dir).resolve() / 'rl' / 'x' / 'checkpoint-2'\n"
+        "ck.mkdir(parents=True)\n"
+        "(ck / '.qrlib-complete').write_text('')\n"
+        "with open(os.environ['QRLIB_READ_LOG'], 'a') as f:\n"
+        "    f.write(f'w\\t{ck / \".qrlib-complete\"}\\n')\n"
+        "pathlib.Path(tables_dir, '01_half.csv').write_text('half')\n"
+        "pathlib.Path(tables_dir, '01_old.csv').write_text('rewritten')\n"
+        "time.sleep(600)\n"))
+    (src / "02_next.py").write_text(head + "# %%\nprint('should not run')\n")
+    (tmp_path / "params").mkdir()
+    prof = tmp_path / "params" / "toy.yaml"
+    prof.write_text("name: toyrun\n")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
+    wb.build_notebooks()
+    _write(tmp_path / "tables" / "toyrun" / "01_old.csv", "published")
+    marker = tmp_path / "runs" / "toyrun" / "rl" / "x" / "checkpoint-2" / ".qrlib-complete"
+
+    class AtCheckpoint(park.ParkTimer):
+        """Fires once the toy wrote its checkpoint (however slow the kernel's start)."""
+
+        def _wait(self) -> None:
+            while not marker.exists() and not self._done.wait(0.2):
+                pass
+            if not self._done.is_set():
+                self.fired = True
+                park.stop_children(self.grace_s)
+
+    monkeypatch.setattr(park, "ParkTimer", AtCheckpoint)
+    rows = wb.run_profile(prof, root=tmp_path, park_at="+30")
+    assert [r["status"] for r in rows] == ["parked", "skipped"]
+    out = capsys.readouterr().out
+    assert "02_next: not started" in out and "git add -A artifacts/toyrun/01_toy.parked" in out
+    meta = json.loads((park.parked_folder("toyrun", "01_toy", tmp_path) / carry.CARRY_FILE)
+                      .read_text())
+    assert meta["parked"]["runs"] == {"x": {"finished": False, "checkpoint": "checkpoint-2",
+                                            "steps": 2}}
+    tables = tmp_path / "tables" / "toyrun"
+    assert not (tables / "01_half.csv").exists()
+    assert (tables / "01_old.csv").read_text() == "published"
+    assert not (tmp_path / "runs" / "toyrun" / "done" / "01_toy.json").exists()
+    from datetime import datetime, timedelta
+
+    monkeypatch.setattr(park, "park_deadline", lambda text: datetime.now() - timedelta(seconds=1))
+    rows = wb.run_profile(prof, root=tmp_path, park_at="00:00")
+    assert [r["status"] for r in rows] == ["skipped", "skipped"]

@@ -13,14 +13,22 @@ and resumes the unfinished one from its checkpoint, and the manifest records the
 scratch as the sum of its parts (``parked`` in the entry, ``cold_wall_s`` = parked wall time
 + the resuming run's). At other inputs the parked runs are not restored (the notebook then
 trains from scratch) and the folder says so until it is removed.
+
+``qrlib run PROFILE --only NN --park-at HH:MM`` (or ``+MIN``) does the stop and the park in
+one go: at that time the runner stops the notebook's kernel and everything it started
+(:class:`ParkTimer`), puts back the published files the run had half rewritten, parks the
+run under the run lock it already holds (:func:`park_held`) and starts no further notebook;
+so a session with a fixed end lands its newest checkpoint instead of losing the training.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,8 +39,9 @@ from qrlib.workbook import carry, freshness, publish
 from qrlib.workbook.profiles import (load_profile, notebook_parameters, parameters_for,
                                      profile_selection, run_paths)
 
-__all__ = ["park", "parked_folder", "parked_note", "left_outputs", "restore_parked", "finish_parked",
-           "started_record", "static_fingerprint"]
+__all__ = ["ParkTimer", "park", "park_deadline", "park_held", "parked_folder", "parked_note",
+           "left_outputs", "restore_parked", "finish_parked", "progress", "started_record",
+           "static_fingerprint", "stop_children"]
 
 
 def _static_inputs(profile: dict[str, Any], name: str, root: Path) -> dict[str, Any]:
@@ -102,35 +111,112 @@ def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
     names = profile_selection(profile, only)
     if len(names) != 1:
         raise QrlibError(f"park takes one notebook (--only NN), got {len(names)}")
-    name = names[0]
     run_dir = run_paths(profile["name"], root)["run_dir"].resolve()
     with run_lock(run_dir, what="qrlib park"):
-        if not (run_dir / "notebooks" / f"INCOMPLETE-{name}.ipynb").exists():
-            raise QrlibError(f"{name}: no cut-short run in {run_dir / 'notebooks'} (INCOMPLETE-"
-                             f"{name}.ipynb); park parks a run that was stopped before its end")
-        start = _start(run_dir, name, profile, root)
-        keys = carry.owned_keys(name, run_dir)
-        runs = {k[-1]: run_dir.joinpath(*k) for k in keys if k[0] == "rl"}
-        states = {r: _run_state(p) for r, p in runs.items()}
-        states = {r: s for r, s in states.items() if s["finished"] or s["checkpoint"]}
-        kept = [run_dir.joinpath(*k) for k in keys if k[0] != "rl" or k[-1] in states]
-        files = [f for p in kept for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()]
-        if not states and not any(k[0] != "rl" for k in keys):
-            raise QrlibError(f"{name}: wrote nothing a resumed run could use (no training "
-                             f"reached a checkpoint); nothing to park")
-        last = max(f.stat().st_mtime for f in files)
-        before = run_dir / "parked" / f"{name}.json"  # this run itself resumed a park
-        earlier = load_json(before) if before.exists() else {"wall_s": 0.0, "parts": 0}
-        record = {"commit": start["commit"], "static_fingerprint": start["static_fingerprint"],
-                  "wall_s": round(earlier["wall_s"] + max(0.0, last - start["started"]), 1),
-                  "parts": earlier["parts"] + 1, "runs": states,
-                  "machines": [*earlier.get("machines", []), publish.machine_info()],
-                  "parked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        return carry.pack(profile["name"], name, root, commit=start["commit"],
-                          fingerprint=start["static_fingerprint"], parked=record)
+        return park_held(profile, names[0], root)
 
 
-def _progress(record: dict[str, Any]) -> str:
+def park_held(profile: dict[str, Any], name: str, root: Path) -> Path:
+    """:func:`park`'s body, for a caller that holds the run folder's lock already (the
+    runner's ``--park-at``)."""
+    run_dir = run_paths(profile["name"], root)["run_dir"].resolve()
+    if not (run_dir / "notebooks" / f"INCOMPLETE-{name}.ipynb").exists():
+        raise QrlibError(f"{name}: no cut-short run in {run_dir / 'notebooks'} (INCOMPLETE-"
+                         f"{name}.ipynb); park parks a run that was stopped before its end")
+    start = _start(run_dir, name, profile, root)
+    keys = carry.owned_keys(name, run_dir)
+    runs = {k[-1]: run_dir.joinpath(*k) for k in keys if k[0] == "rl"}
+    states = {r: _run_state(p) for r, p in runs.items()}
+    states = {r: s for r, s in states.items() if s["finished"] or s["checkpoint"]}
+    kept = [run_dir.joinpath(*k) for k in keys if k[0] != "rl" or k[-1] in states]
+    files = [f for p in kept for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()]
+    if not states and not any(k[0] != "rl" for k in keys):
+        raise QrlibError(f"{name}: wrote nothing a resumed run could use (no training "
+                         f"reached a checkpoint); nothing to park")
+    last = max(f.stat().st_mtime for f in files)
+    before = run_dir / "parked" / f"{name}.json"  # this run itself resumed a park
+    earlier = load_json(before) if before.exists() else {"wall_s": 0.0, "parts": 0}
+    record = {"commit": start["commit"], "static_fingerprint": start["static_fingerprint"],
+              "wall_s": round(earlier["wall_s"] + max(0.0, last - start["started"]), 1),
+              "parts": earlier["parts"] + 1, "runs": states,
+              "machines": [*earlier.get("machines", []), publish.machine_info()],
+              "parked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return carry.pack(profile["name"], name, root, commit=start["commit"],
+                      fingerprint=start["static_fingerprint"], parked=record)
+
+
+_CLOCK = re.compile(r"(?:([01]?\d|2[0-3]):([0-5]\d)|\+(\d{1,4}(?:\.\d+)?))")
+
+
+def park_deadline(text: str, now: datetime | None = None) -> datetime:
+    """``HH:MM`` (the next time the clock shows it: today, or tomorrow when it is past) or
+    ``+MIN`` (minutes from ``now``, above 0) as a datetime; a one-line error otherwise."""
+    now = now or datetime.now()
+    m = _CLOCK.fullmatch(text.strip())
+    if m is None or (m.group(3) is not None and float(m.group(3)) <= 0):
+        raise QrlibError(f"--park-at {text!r}: give a clock time HH:MM (e.g. 09:50) or minutes "
+                         f"from now +MIN (e.g. +120)")
+    if m.group(3) is not None:
+        return now + timedelta(minutes=float(m.group(3)))
+    at = now.replace(hour=int(m.group(1)), minute=int(m.group(2)), second=0, microsecond=0)
+    return at if at > now else at + timedelta(days=1)
+
+
+def stop_children(grace_s: float = 15.0) -> int:
+    """Stop every process this one started (the notebook's kernel and what it spawned:
+    vLLM's engine, a tokenizer pool): SIGTERM, then SIGKILL after ``grace_s``. Returns how
+    many there were."""
+    import psutil
+
+    kids = psutil.Process().children(recursive=True)
+    for k in kids:
+        try:
+            k.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(kids, timeout=grace_s)
+    for k in alive:
+        try:
+            k.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return len(kids)
+
+
+class ParkTimer:
+    """Within ``with ParkTimer(deadline):``, stop this process's children at ``deadline``
+    (:func:`stop_children`) and set :attr:`fired`; ``deadline=None`` never fires."""
+
+    def __init__(self, deadline: datetime | None, *, grace_s: float = 15.0) -> None:
+        self.deadline, self.grace_s, self.fired = deadline, grace_s, False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Whether the timer fired or its deadline has come (a notebook not yet started
+        then is not started)."""
+        return self.fired or (self.deadline is not None and datetime.now() >= self.deadline)
+
+    def _wait(self) -> None:
+        assert self.deadline is not None
+        if not self._done.wait(max(0.0, (self.deadline - datetime.now()).total_seconds())):
+            self.fired = True
+            stop_children(self.grace_s)
+
+    def __enter__(self) -> "ParkTimer":
+        if self.deadline is not None:
+            self._thread = threading.Thread(target=self._wait, name="qrlib-park-at", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def progress(record: dict[str, Any]) -> str:
     return ", ".join(f"{r} {'finished' if s['finished'] else 'at'} step {s['steps']}"
                      for r, s in record["runs"].items()) or "no training reached a checkpoint yet"
 
@@ -142,7 +228,7 @@ def parked_note(profile: str, name: str, root: Path) -> str:
         return ""
     rec = load_json(folder / carry.CARRY_FILE).get("parked") or {}
     return (f"  [parked at {rec.get('commit')}, {rec.get('wall_s', 0) / 60:.0f} min so far: "
-            f"{_progress(rec)}; `qrlib run` resumes it at the same inputs]")
+            f"{progress(rec)}; `qrlib run` resumes it at the same inputs]")
 
 
 def left_outputs(profile: str, name: str, root: Path) -> dict[str, list[str]]:
@@ -181,7 +267,7 @@ def restore_parked(profile: dict[str, Any], name: str, root: Path, *, now: str |
     run_dir = run_paths(profile["name"], root)["run_dir"]
     save_json(record, run_dir / "parked" / f"{name}.json")
     say(f"[qrlib] {name}: resuming its run parked at {record['commit']} "
-        f"({record['wall_s'] / 60:.1f} min so far): {_progress(record)}")
+        f"({record['wall_s'] / 60:.1f} min so far): {progress(record)}")
     return record
 
 

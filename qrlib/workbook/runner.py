@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 
 from qrlib.core import readlog
-from qrlib.core.io import atomic_write, save_json
+from qrlib.core.io import atomic_write, load_json, save_json
 from qrlib.core.lock import run_lock
 from qrlib.core.errors import QrlibError
 from qrlib.workbook import carry, extras, freshness, park, profiles, publish, results
@@ -172,7 +172,7 @@ def resolve_profile(profile_path: str | os.PathLike, root: Path) -> Path:
 
 def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = None,
                 resume: bool = False, stale: bool = False, long: bool = False,
-                allow_dirty: bool = False,
+                allow_dirty: bool = False, park_at: str | None = None,
                 root: Path | None = None, kernel: str = "python3",
                 log_output: bool = False) -> list[dict[str, Any]]:
     """Execute the notebooks in order with papermill, injecting the profile's parameters.
@@ -185,7 +185,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     ``tables/<name>/manifest.json``. ``stale`` (or ``resume``) runs only what
     ``qrlib status`` calls stale or never run. The profile's ``long`` set is skipped unless
     ``long`` or ``only`` asks for it. A published profile refuses to run a
-    notebook whose inputs have uncommitted changes unless ``allow_dirty``.
+    notebook whose inputs have uncommitted changes unless ``allow_dirty``. With ``park_at``
+    (``HH:MM`` or ``+MIN``, :func:`qrlib.workbook.park.park_deadline`) the notebook still
+    running then is stopped and parked, and no later notebook starts.
     """
     import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
 
@@ -193,11 +195,12 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     profile_path = resolve_profile(profile_path, root)
     profile = load_profile(profile_path)
     names = profile_selection(profile, only)
+    deadline = park.park_deadline(park_at) if park_at else None
     held = set() if (only or long) else set(long_notebooks(profile))
     paths = run_paths(profile["name"], root)
     run_dir = paths["run_dir"]
     published = profile["name"] in publish.PUBLISHED_PROFILES or os.environ.get("QRLIB_PUBLISH") == "1"
-    with run_lock(run_dir):
+    with run_lock(run_dir), park.ParkTimer(deadline) as timer:
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
         save_json(profile, run_dir / "profile.json")
@@ -214,6 +217,10 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 continue
             if name not in pick:
                 print(f"[qrlib] {name}: fresh, skipped", flush=True)
+                rows.append({"notebook": name, "status": "skipped"})
+                continue
+            if timer.passed:
+                print(f"[qrlib] {name}: not started, the park time {park_at} has come", flush=True)
                 rows.append({"notebook": name, "status": "skipped"})
                 continue
             declared = notebook_parameters(name)
@@ -287,6 +294,11 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 except QrlibError as exc:
                     status, error = "failed", str(exc)
                     row["status"] = status
+            if status != "ok" and timer.fired:
+                row["status"] = "parked"
+                rows.append(row)
+                _park_stopped(profile, name, root, park_at)
+                continue
             _append_timing(run_dir / "timings.csv", row)
             rows.append(row)
             if status != "ok":
@@ -331,6 +343,23 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         _print_summary(rows)
         after_run(profile["name"], rows, root=root)  # timings; cpu: executed notebooks, RESULTS.md
     return rows
+
+
+def _park_stopped(profile: dict[str, Any], name: str, root: Path, park_at: str | None) -> None:
+    """After ``--park-at`` stopped ``name``: park its run (the caller holds the run lock)
+    and print the commit that lands the park; a run with nothing to park says so."""
+    try:
+        dest = park.park_held(profile, name, root)
+    except QrlibError as exc:
+        print(f"[qrlib] {name}: stopped at {park_at}; not parked: {exc}", flush=True)
+        return
+    rec = load_json(dest / carry.CARRY_FILE).get("parked") or {}
+    rel = dest.relative_to(root)
+    print(f"[qrlib] {name}: stopped at {park_at} and parked in {rel} "
+          f"({rec.get('wall_s', 0) / 60:.0f} min so far: {park.progress(rec)}); land it with\n"
+          f"  git add -A {rel} && git commit -m '{name} parked: {park.progress(rec)}' -- {rel}\n"
+          f"then `python -m qrlib run {profile['name']} --only {name.split('_', 1)[0]}` "
+          f"resumes it", flush=True)
 
 
 def classify_reads(name: str, log: list[tuple[str, str]], run_dir: Path,
