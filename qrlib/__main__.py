@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("profile", help="params/<name>.yaml (or just the name)")
     pk.add_argument("--only", action="append", required=True, metavar="NN",
                     help="the notebook whose stopped run to park")
+    ps = sub.add_parser("push-size", help="bytes each commit since a base adds and removes, "
+                                          "against a push limit (qrlib.workbook.pushsize)")
+    ps.add_argument("--since", required=True, metavar="REF", help="the commit the push starts "
+                                                                  "from (e.g. origin/main)")
+    ps.add_argument("--limit-mib", type=float, default=256.0, help="the host's limit (MiB)")
     base = sub.add_parser("baseline", help="raw-query metrics of one dataset")
     base.add_argument("--dataset", required=True, help="dataset name or BEIR folder path")
     base.add_argument("--retriever", default="bm25", help="bm25 | bm25-ref | dense")
@@ -103,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                       + (parked_note(prof["name"], s.notebook, REPO_ROOT)
                          if s.state != "fresh" else ""))
             print(refresh_summary(statuses))
+        elif args.cmd == "push-size":
+            from qrlib.core.io import REPO_ROOT
+            from qrlib.workbook.pushsize import push_size_main
+
+            return push_size_main(args.since, REPO_ROOT, args.limit_mib)
         elif args.cmd == "baseline":
             from qrlib.retrieval.baseline import baseline_main
 

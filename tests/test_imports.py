@@ -20,7 +20,7 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 # qrlib.workbook, bottom layer first: a module imports only the ones before it
-WORKBOOK_LAYERS = ["preload", "profiles", "extras", "noise", "freshness", "carry", "publish", "park", "scoreboard",
+WORKBOOK_LAYERS = ["preload", "pushsize", "profiles", "extras", "noise", "freshness", "carry", "publish", "park", "scoreboard",
                    "resultsdoc", "trained_sections", "results", "runner"]
 
 
