@@ -27,6 +27,29 @@ def _write(path: Path, text: str = "x", mtime: float = T0) -> str:
     return str(path)
 
 
+TOY_HEAD = ('# %% tags=["parameters"]\nprofile = "dev"\nrun_dir = "../runs/dev"\n'
+            'tables_dir = "../tables/dev"\nseed = 0\n\n')
+
+
+def _toy_workbook(root: Path, monkeypatch, cells: dict[str, str]) -> Path:
+    """A workbook of toy notebooks (name -> the code after the parameters cell) under
+    ``root`` with the profile ``toyrun``; returns the profile's path."""
+    from qrlib import workbook as wb
+
+    src = root / "notebooks" / "src"
+    src.mkdir(parents=True)
+    for name, code in cells.items():
+        (src / f"{name}.py").write_text(TOY_HEAD + "# %%\n" + code)
+    (root / "params").mkdir()
+    prof = root / "params" / "toy.yaml"
+    prof.write_text("name: toyrun\n")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", root / "notebooks")
+    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
+    monkeypatch.setattr(wb.profiles, "REPO_ROOT", root)
+    wb.build_notebooks()
+    return prof
+
+
 def _stopped_run(root: Path) -> Path:
     """08 stopped during its second training: run ``a`` finished (summary, adapter, an old
     checkpoint), run ``b`` has a complete checkpoint-15 and a checkpoint-30 cut short."""
@@ -130,18 +153,7 @@ def test_the_runner_resumes_a_parked_run_and_records_its_parts(tmp_path, monkeyp
     from qrlib.workbook.freshness import load_manifest
     from qrlib.workbook.profiles import load_profile
 
-    src = tmp_path / "notebooks" / "src"
-    src.mkdir(parents=True)
-    (src / "01_toy.py").write_text('# %% tags=["parameters"]\nprofile = "dev"\n'
-                                   'run_dir = "../runs/dev"\ntables_dir = "../tables/dev"\n'
-                                   'seed = 0\n\n# %%\nprint("trained")\n')
-    (tmp_path / "params").mkdir()
-    prof = tmp_path / "params" / "toy.yaml"
-    prof.write_text("name: toyrun\n")
-    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
-    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
-    wb.build_notebooks()
+    prof = _toy_workbook(tmp_path, monkeypatch, {"01_toy": 'print("trained")\n'})
     run = tmp_path / "runs" / "toyrun"
     done = _write(run / "rl" / "x" / "summary.json", '{"steps": 4}', T0 + 600)
     _write(run / "reads" / "01_toy.log", f"w\t{done}\n")
@@ -223,28 +235,17 @@ def test_run_park_at_stops_the_notebook_parks_its_checkpoint_and_starts_nothing_
     notebook is not started; a park time already past starts nothing."""
     from qrlib import workbook as wb
 
-    src = tmp_path / "notebooks" / "src"
-    src.mkdir(parents=True)
-    head = ('# %% tags=["parameters"]\nprofile = "dev"\nrun_dir = "../runs/dev"\n'
-            'tables_dir = "../tables/dev"\nseed = 0\n\n')
-    (src / "01_toy.py").write_text(head + (
-        "# %%\nimport os, pathlib, time\n"
-        "ck = pathlib.Path(run_dir).resolve() / 'rl' / 'x' / 'checkpoint-2'\n"
-        "ck.mkdir(parents=True)\n"
-        "(ck / '.qrlib-complete').write_text('')\n"
-        "with open(os.environ['QRLIB_READ_LOG'], 'a') as f:\n"
-        "    f.write(f'w\\t{ck / \".qrlib-complete\"}\\n')\n"
-        "pathlib.Path(tables_dir, '01_half.csv').write_text('half')\n"
-        "pathlib.Path(tables_dir, '01_old.csv').write_text('rewritten')\n"
-        "time.sleep(600)\n"))
-    (src / "02_next.py").write_text(head + "# %%\nprint('should not run')\n")
-    (tmp_path / "params").mkdir()
-    prof = tmp_path / "params" / "toy.yaml"
-    prof.write_text("name: toyrun\n")
-    monkeypatch.setattr(wb.profiles, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(wb.profiles, "NOTEBOOK_SRC_DIR", src)
-    monkeypatch.setattr(wb.profiles, "REPO_ROOT", tmp_path)
-    wb.build_notebooks()
+    prof = _toy_workbook(tmp_path, monkeypatch, {
+        "01_toy": ("import os, pathlib, time\n"
+                   "ck = pathlib.Path(run_dir).resolve() / 'rl' / 'x' / 'checkpoint-2'\n"
+                   "ck.mkdir(parents=True)\n"
+                   "(ck / '.qrlib-complete').write_text('')\n"
+                   "with open(os.environ['QRLIB_READ_LOG'], 'a') as f:\n"
+                   "    f.write(f'w\\t{ck / \".qrlib-complete\"}\\n')\n"
+                   "pathlib.Path(tables_dir, '01_half.csv').write_text('half')\n"
+                   "pathlib.Path(tables_dir, '01_old.csv').write_text('rewritten')\n"
+                   "time.sleep(600)\n"),
+        "02_next": "print('should not run')\n"})
     _write(tmp_path / "tables" / "toyrun" / "01_old.csv", "published")
     marker = tmp_path / "runs" / "toyrun" / "rl" / "x" / "checkpoint-2" / ".qrlib-complete"
 
