@@ -291,6 +291,9 @@ def test_each_run_records_the_machine_its_time_was_taken_on(tmp_path):
     assert m["cpu"] == "AMD EPYC" and m["isa"] == "avx2"
     assert publish.machine_info(info.replace("avx2", "avx512f avx512_bf16 avx2"))["isa"] == "avx512_bf16"
     assert publish.machine_info("")["isa"].startswith("none of")
+    assert "AMD EPYC" in publish.bf16_note(m) and "no native bf16" in publish.bf16_note(m)
+    assert publish.bf16_note(publish.machine_info(info.replace("avx2", "amx_bf16 avx2"))) == ""
+    assert publish.bf16_note(publish.machine_info("")) != ""
     base = {"peak_rss_mb": 100, "dirty": False, "fingerprint": "f", "finished": "2025-01-01"}
     save_manifest_entry("cpu", "01_a", {**base, "wall_s": 10.0, "commit": "a", "machine": m},
                         tmp_path)

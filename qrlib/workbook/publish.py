@@ -428,6 +428,21 @@ def machine_label(machine: dict[str, Any] | None) -> str:
     return f"{machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('isa')}"
 
 
+#: What :func:`machine_info` calls a CPU that multiplies bf16 matrices natively.
+NATIVE_BF16 = ("amx_bf16", "avx512_bf16")
+
+
+def bf16_note(machine: dict[str, Any]) -> str:
+    """A one-line warning for a CPU without native bf16 (empty on one with it): vLLM
+    samples in bf16 on every CPU, so there rollouts and sampling run on emulated kernels,
+    several times slower (README, "Rollouts")."""
+    if machine.get("isa") in NATIVE_BF16:
+        return ""
+    return (f"[qrlib] note: this CPU ({machine_label(machine)}) has no native bf16 (AMX or "
+            f"AVX512-BF16): vLLM's bf16 rollouts and sampling run emulated, several times "
+            f"slower (README, 'Rollouts'); plan long trainings (08, 15) on a machine with it")
+
+
 def timing_table(profile: str, *, root: Path | None = None) -> Any:
     """Wall time and peak memory of each notebook's last run, from the profile's manifest
     (each row from its own run, with its commit), saved as ``tables/<profile>/run_timings``;

@@ -203,6 +203,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     with run_lock(run_dir), park.ParkTimer(deadline) as timer:
         for p in paths.values():
             p.mkdir(parents=True, exist_ok=True)
+        if note := publish.bf16_note(publish.machine_info()):
+            print(note, flush=True)
         save_json(profile, run_dir / "profile.json")
         carry.restore_missing(profile["name"], root)  # a fresh clone: the published runs
         pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
