@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             for s in statuses:
                 print(s.line(3 if args.brief else None)
                       + ("  [long set: --long]" if s.notebook in long else "")
-                      + (parked_note(prof["name"], s.notebook, REPO_ROOT)
-                         if s.state != "fresh" else ""))
+                      + parked_note(prof["name"], s.notebook, REPO_ROOT,
+                                    fresh=s.state == "fresh"))
             print(refresh_summary(statuses))
         elif args.cmd == "push-size":
             from qrlib.core.io import REPO_ROOT

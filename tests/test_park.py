@@ -112,6 +112,8 @@ def test_a_parked_run_is_restored_only_at_the_same_static_fingerprint(tmp_path, 
     assert "parked at abc1234567, 20 min so far: a finished step 60, b at step 15" \
         in park.parked_note("cpu", NB, tmp_path / "a")
     assert park.parked_note("cpu", "15_sage_ablation", tmp_path / "a") == ""
+    assert "08_sage.parked is left over" in park.parked_note("cpu", NB, tmp_path / "a",
+                                                             fresh=True)
     other = tmp_path / "b"
     shutil.copytree(tmp_path / "a" / "artifacts", other / "artifacts")
     profile = {"name": "cpu"}

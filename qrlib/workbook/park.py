@@ -221,11 +221,15 @@ def progress(record: dict[str, Any]) -> str:
                      for r, s in record["runs"].items()) or "no training reached a checkpoint yet"
 
 
-def parked_note(profile: str, name: str, root: Path) -> str:
-    """For ``qrlib status``: what of ``name`` is parked (empty when nothing is)."""
+def parked_note(profile: str, name: str, root: Path, *, fresh: bool = False) -> str:
+    """For ``qrlib status``: what of ``name`` is parked (empty when nothing is); for a
+    ``fresh`` notebook, that its park is left over and may go (README, "Sizes")."""
     folder = parked_folder(profile, name, root)
     if not (folder / carry.CARRY_FILE).exists():
         return ""
+    if fresh:
+        return (f"  [{folder.relative_to(root)} is left over (the notebook is fresh and nothing "
+                f"reads it); remove it with `git rm -r` in a push with room]")
     rec = load_json(folder / carry.CARRY_FILE).get("parked") or {}
     return (f"  [parked at {rec.get('commit')}, {rec.get('wall_s', 0) / 60:.0f} min so far: "
             f"{progress(rec)}; `qrlib run` resumes it at the same inputs]")
