@@ -429,7 +429,7 @@ def machine_label(machine: dict[str, Any] | None) -> str:
 
 
 #: What :func:`machine_info` calls a CPU that multiplies bf16 matrices natively.
-NATIVE_BF16 = ("amx_bf16", "avx512_bf16")
+NATIVE_BF16 = ISA_LEVELS[:2]  # amx_bf16, avx512_bf16
 
 
 def bf16_note(machine: dict[str, Any]) -> str:

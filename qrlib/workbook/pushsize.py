@@ -3,8 +3,8 @@ removes, counted whole (``python -m qrlib push-size --since REF``).
 
 Hosts limit a push by its pack and by its diffs; a binary archive counts in full where it is
 added and again where it is removed (a park replaced by the finished run counts both), and a
-move counts twice when renames are not detected. This sums the worst case from ``git
-diff-tree`` without rename detection, so a park, a carry and its cleanup can be spread over
+move counts twice when renames are not detected. This sums the worst case from ``git log
+--raw`` without rename detection, so a park, a carry and its cleanup can be spread over
 pushes before one is refused (README, "Sizes")."""
 from __future__ import annotations
 
@@ -30,26 +30,29 @@ def _git(root: Path, *args: str, stdin: str | None = None) -> str:
 def push_bytes(root: Path, since: str) -> list[dict]:
     """Per commit in ``since..HEAD`` (oldest first): ``{"commit", "added", "removed",
     "files"}`` where ``added`` sums the new blobs' sizes of added and modified files and
-    ``removed`` the old blobs' sizes of removed and modified ones."""
+    ``removed`` the old blobs' sizes of removed and modified ones (one ``git log --raw`` and
+    one ``git cat-file --batch-check`` for the whole range)."""
     try:
         _git(root, "rev-parse", "--verify", "--quiet", f"{since}^{{commit}}")
     except QrlibError:
         raise QrlibError(f"--since {since!r}: not a commit of this repository; give a "
                          f"branch, tag or commit (e.g. origin/main)") from None
-    commits = _git(root, "rev-list", "--reverse", f"{since}..HEAD").split()
-    out = []
-    for c in commits:
-        rows = [ln.split("\t", 1) for ln in _git(root, "diff-tree", "-r", "--no-renames",
-                                                   "--root", "--no-commit-id", c).splitlines()
-                if ln.startswith(":")]
-        blobs = {oid for meta, _ in rows for oid in meta.split()[2:4] if oid != _ZERO}
-        sizes = dict(ln.split() for ln in _git(root, "cat-file", "--batch-check=%(objectname) %(objectsize)",
-                                               stdin="\n".join(blobs) + "\n").splitlines()
-                     if ln and not ln.endswith("missing")) if blobs else {}
-        added = sum(int(sizes.get(m.split()[3], 0)) for m, _ in rows)
-        removed = sum(int(sizes.get(m.split()[2], 0)) for m, _ in rows)
-        out.append({"commit": c[:10], "added": added, "removed": removed, "files": len(rows)})
-    return out
+    log = _git(root, "log", "--reverse", "--raw", "--no-renames", "--no-abbrev",
+               "--format=commit %H", f"{since}..HEAD")
+    commits: list[tuple[str, list[list[str]]]] = []  # (commit, [old oid, new oid] per file)
+    for ln in log.splitlines():
+        if ln.startswith("commit "):
+            commits.append((ln.split()[1], []))
+        elif ln.startswith(":"):
+            commits[-1][1].append(ln.split("\t", 1)[0].split()[2:4])
+    blobs = {oid for _, files in commits for pair in files for oid in pair if oid != _ZERO}
+    sizes = {oid: int(n) for oid, n in (ln.split() for ln in _git(
+        root, "cat-file", "--batch-check=%(objectname) %(objectsize)",
+        stdin="\n".join(blobs) + "\n").splitlines() if ln and not ln.endswith("missing"))
+    } if blobs else {}
+    return [{"commit": c[:10], "added": sum(sizes.get(new, 0) for _, new in files),
+             "removed": sum(sizes.get(old, 0) for old, _ in files), "files": len(files)}
+            for c, files in commits]
 
 
 def push_size_main(since: str, root: Path, limit_mib: float = 256.0) -> int:
