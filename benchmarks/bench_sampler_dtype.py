@@ -46,8 +46,7 @@ def _one(dtype: str, model: str, prompts: int, n: int, max_new_tokens: int,
 
     from qrlib.generation import engine, policy
 
-    policy.load_policy(model)  # writes the dequantised model folder on first use
-    folder = policy.dequantised_dir(model)
+    folder = policy.ensure_dequantised(model)  # the folder only: no policy load
     tok = AutoTokenizer.from_pretrained(str(folder))
     texts = [tok.apply_chat_template(
         [{"role": "user", "content": f"Rewrite this search query for a search engine: {q}"}],
