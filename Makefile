@@ -69,6 +69,12 @@ notebooks: install
 # (127 s) and the two-process test (52 s) run with the unit tests (CI at 54226e9: 2159 s).
 # TEST_PARALLEL=0 runs everything in one process.
 TEST_PARALLEL ?= 1
+# OpenMP threads wait for work passively in both pytest processes (and in the notebook kernels
+# and training subprocesses they start): with two busy processes on two cores, OpenMP's default
+# spin-wait burns the core the other process needs. Measured here (2-core AVX2): two tiny vLLM
+# GRPO runs side by side (qrlib.rl.train, SmolLM2, 3 steps) took 119 s each by default and 57 s
+# with OMP_WAIT_POLICY=PASSIVE (40 s alone); numerics do not change. Set it to override.
+test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
 test: install
