@@ -71,9 +71,12 @@ notebooks: install
 TEST_PARALLEL ?= 1
 # OpenMP threads wait for work passively in both pytest processes (and in the notebook kernels
 # and training subprocesses they start): with two busy processes on two cores, OpenMP's default
-# spin-wait burns the core the other process needs. Measured here (2-core AVX2): two tiny vLLM
-# GRPO runs side by side (qrlib.rl.train, SmolLM2, 3 steps) took 119 s each by default and 57 s
-# with OMP_WAIT_POLICY=PASSIVE (40 s alone); numerics do not change. Set it to override.
+# spin-wait burns the core the other process needs. Measured at 948339d on a 2-core AVX2
+# machine: two tiny vLLM GRPO runs side by side (qrlib.rl.train, SmolLM2, 3 steps) took 119 s
+# each by default and 57 s passive (40 s alone); `make test` from an empty cache: unit tests
+# 23:49 -> 13:44, notebooks 23:01 -> 22:25 (single-threaded: the smoke profile's torch_threads 1;
+# 2 threads were no faster even once the unit tests had ended), wall 23:55 -> 22:44. The
+# notebooks are the critical path again. Numerics do not change. Set OMP_WAIT_POLICY to override.
 test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
