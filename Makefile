@@ -58,8 +58,9 @@ $(STAMP): pyproject.toml Makefile
 notebooks: install
 	$(BIN)/python -m qrlib build-notebooks
 
-# Two pytest processes side by side (2 cores): the smoke notebooks (tests/test_notebooks.py,
-# plus BESIDE_SMOKE) and the other unit tests. Measured at a1be2d3 on 2 cores: unit tests
+# Two pytest processes side by side (2 cores): the smoke notebooks that load a language model
+# (tests/test_notebooks.py, plus BESIDE_SMOKE) and the other tests, among them the model-free
+# smoke notebooks (tests/test_notebooks_modelfree.py, params/smoke-modelfree.yaml). Measured at a1be2d3 on 2 cores: unit tests
 # 18:56 (then the critical path), notebooks 13:11; so the GPU check's dry run and the
 # two-process test ran beside the notebooks. At d3a5192 on a 2-core AVX2 machine (no native
 # bf16), side by side from an empty cache: notebooks 25:23, unit tests 27:01, before
@@ -87,8 +88,8 @@ else
 	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider --durations=5 tests/test_notebooks.py $(BESIDE_SMOKE) > $$log 2>&1 & nb=$$!; \
 	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py $(addprefix --ignore=,$(BESIDE_SMOKE)) tests; unit=$$?; \
 	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile) $(BESIDE_SMOKE)"; cat $$log; rm -f $$log; \
-	echo "== smoke notebooks' wall time (s), from runs/smoke/timings.csv"; \
-	cut -d, -f1-4 runs/smoke/timings.csv 2>/dev/null | column -t -s, || true; \
+	for run in smoke smoke-modelfree; do echo "== smoke notebooks' wall time (s), from runs/$$run/timings.csv"; \
+	  cut -d, -f1-4 runs/$$run/timings.csv 2>/dev/null | column -t -s, || true; done; \
 	echo "unit tests exit $$unit, notebook tests exit $$notebooks"; exit $$(( unit || notebooks ))
 endif
 
@@ -119,4 +120,4 @@ gpu-bundle: install
 	$(BIN)/python benchmarks/gpu_bundle.py .gpu-bundle
 
 clean:
-	rm -rf runs figures/smoke tables/smoke .pytest_cache
+	rm -rf runs figures/smoke tables/smoke figures/smoke-modelfree tables/smoke-modelfree .pytest_cache
