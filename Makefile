@@ -60,12 +60,13 @@ notebooks: install
 
 # Two pytest processes side by side (2 cores): the smoke notebooks that load a language model
 # (tests/test_notebooks.py, plus BESIDE_SMOKE) and the other tests, among them the model-free
-# smoke notebooks (tests/test_notebooks_modelfree.py, params/smoke-modelfree.yaml). Measured at a1be2d3 on 2 cores: unit tests
-# 18:56 (then the critical path), notebooks 13:11; so the GPU check's dry run and the
-# two-process test ran beside the notebooks. At d3a5192 on a 2-core AVX2 machine (no native
-# bf16), side by side from an empty cache: notebooks 25:23, unit tests 27:01, before
-# tests/conftest.py ran vLLM eagerly (then test_engine, test_sharedprefix, test_train and
-# test_coldstart, 44 tests, took 8:18 alone). Eager vLLM took ~13 min off the unit tests, so
+# smoke notebooks (tests/test_notebooks_modelfree.py, params/smoke-modelfree.yaml). Measured
+# at a1be2d3 on 2 cores: unit tests 18:56 (then the critical path), notebooks 13:11; so the
+# GPU check's dry run and the two-process test ran beside the notebooks. At d3a5192 on a
+# 2-core AVX2 machine (no native bf16), side by side from an empty cache: notebooks 25:23,
+# unit tests 27:01, before tests/conftest.py ran vLLM eagerly (then test_engine,
+# test_sharedprefix, test_train and test_coldstart, 44 tests, took 8:18 alone). Eager vLLM
+# took ~13 min off the unit tests, so
 # the notebooks are now the critical path: BESIDE_SMOKE is empty and the GPU check's dry run
 # (127 s) and the two-process test (52 s) run with the unit tests (CI at 54226e9: 2159 s).
 # TEST_PARALLEL=0 runs everything in one process.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import _smoke
+from _smoke import (SMOKE, SmokeChecks, model_free_notebooks, model_notebooks,
+                    rec, run)  # noqa: F401 (rec: a fixture)
 from qrlib import workbook as wb
 from qrlib.core.io import read_table
 
@@ -13,50 +14,27 @@ from qrlib.core.io import read_table
 pytestmark = pytest.mark.notebooks
 
 
-def model_notebooks() -> list[str]:
-    """The smoke notebooks this file runs: all but params/smoke-modelfree.yaml's."""
-    free = set(_smoke.model_free_notebooks())
-    return [n for n in wb.notebook_names() if n not in free]
-
-
 @pytest.fixture(scope="module")
 def smoke_run():
-    return _smoke.run(_smoke.SMOKE, only=model_notebooks())
+    return run(SMOKE, only=model_notebooks())
 
 
-def test_every_notebook_ran(smoke_run):
-    _, rows, paths = smoke_run
-    _smoke.check_ran(rows, paths, model_notebooks())
-    # the two smoke test files together run every notebook
-    assert sorted(model_notebooks() + _smoke.model_free_notebooks()) == wb.notebook_names()
+class TestSmokeRun(SmokeChecks):
+    """The shared checks (tests/_smoke.py) over the notebooks this file runs."""
+    NAMES = model_notebooks()
+    # claims whose rows the smoke profile does not train (it trains one run per notebook)
+    UNTESTED_CLAIMS = {"dr-rl-beats-raw-dense": "smoke 05 trains BM25 only",
+                       "sage-scs-beats-direct": "smoke 08 trains unguided and SCS only"}
 
 
-def test_executed_notebooks_show_no_logs_bars_reprs_or_paths(smoke_run):
-    _smoke.check_no_noise(smoke_run[2], model_notebooks())
-
-
-def test_figures_and_tables_saved_with_profile_captions(smoke_run):
-    _smoke.check_figures_and_tables(smoke_run[0], smoke_run[2])
+def test_the_two_smoke_test_files_run_every_notebook():
+    assert sorted(model_notebooks() + model_free_notebooks()) == wb.notebook_names()
 
 
 # ----------------------------------------------------------------------------- key numbers
 # Each notebook records its key numbers (qrlib.eval.record); these tests read them back and
 # assert them, so a wrong number fails `make test`, not just a crashed cell. Pinned values
 # are those of the smoke profile (seeded subsets, deterministic retrieval and simulation).
-@pytest.fixture(scope="module")
-def rec(smoke_run):
-    from qrlib.eval.record import read_records
-
-    _, _, paths = smoke_run
-    return read_records(paths["run_dir"])
-
-
-# Notebooks that do not record key numbers yet (a ratchet: remove a name once it does).
-PENDING_RECORDS: set[str] = set()
-
-
-def test_every_notebook_records_its_key_numbers(rec):
-    _smoke.check_records(rec, model_notebooks(), PENDING_RECORDS)
 
 
 def test_05_and_10_score_the_raw_claims_identically(rec):
@@ -88,11 +66,6 @@ def test_05_and_10_compare_in_one_schema_and_agree(smoke_run):
         for col in ("diff", "score", "baseline score", "lo", "hi", "RL steps", "test queries"):
             assert trained10.loc[key, col] == pytest.approx(r[col], abs=1e-4), (key, col)
     assert (select(c10, kind="untrained")["RL steps"] == 0).all()
-
-
-def test_smoke_notebooks_publish_small_with_a_header(smoke_run, tmp_path):
-    """The publishing mechanism on this run's executed notebooks (cpu is published the same way)."""
-    _smoke.check_published(smoke_run[0], model_notebooks(), tmp_path)
 
 
 def test_06_acqo_format_gate_and_training_ran(rec):
@@ -446,15 +419,6 @@ def test_19_prompting_rows_pair_with_the_raw_query_and_the_dev_choice(rec, smoke
         detail = res[(res.dataset == name) & (res.retriever == kind)
                      & (res.method == "best-prompt")].detail.item()
         assert detail == f"{chosen.prompt.item()} ({chosen['mode'].item()})"
-
-
-# Claims whose rows the smoke profile does not train (it trains one run per notebook).
-SMOKE_UNTESTED_CLAIMS = {"dr-rl-beats-raw-dense": "smoke 05 trains BM25 only",
-                         "sage-scs-beats-direct": "smoke 08 trains unguided and SCS only"}
-
-
-def test_every_claim_selects_rows_of_the_smoke_tables(smoke_run):
-    _smoke.check_claims(smoke_run[2]["tables_dir"], model_notebooks(), SMOKE_UNTESTED_CLAIMS)
 
 
 def test_20_pairs_trained_rows_with_the_prompting_baseline(rec, smoke_run):

@@ -6,50 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-import _smoke
+from _smoke import MODEL_FREE, SmokeChecks, model_free_notebooks, rec, run  # noqa: F401
 from qrlib.core.io import read_table
 
 pytestmark = pytest.mark.notebooks
 
-# Notebooks that do not record key numbers yet (a ratchet: remove a name once it does).
-PENDING_RECORDS: set[str] = set()
-
 
 @pytest.fixture(scope="module")
 def smoke_run():
-    return _smoke.run(_smoke.MODEL_FREE)
+    return run(MODEL_FREE)
 
 
-@pytest.fixture(scope="module")
-def rec(smoke_run):
-    from qrlib.eval.record import read_records
-
-    return read_records(smoke_run[2]["run_dir"])
-
-
-def test_every_notebook_ran(smoke_run):
-    _, rows, paths = smoke_run
-    _smoke.check_ran(rows, paths, _smoke.model_free_notebooks())
-
-
-def test_executed_notebooks_show_no_logs_bars_reprs_or_paths(smoke_run):
-    _smoke.check_no_noise(smoke_run[2], _smoke.model_free_notebooks())
-
-
-def test_figures_and_tables_saved_with_profile_captions(smoke_run):
-    _smoke.check_figures_and_tables(smoke_run[0], smoke_run[2])
-
-
-def test_notebooks_publish_small_with_a_header(smoke_run, tmp_path):
-    _smoke.check_published(smoke_run[0], _smoke.model_free_notebooks(), tmp_path)
-
-
-def test_every_notebook_records_its_key_numbers(rec):
-    _smoke.check_records(rec, _smoke.model_free_notebooks(), PENDING_RECORDS)
-
-
-def test_every_claim_selects_rows_of_the_tables(smoke_run):
-    _smoke.check_claims(smoke_run[2]["tables_dir"], _smoke.model_free_notebooks(), {})
+class TestSmokeRun(SmokeChecks):
+    """The shared checks (tests/_smoke.py) over params/smoke-modelfree.yaml's notebooks."""
+    NAMES = model_free_notebooks()
 
 
 # ----------------------------------------------------------------------------- key numbers
