@@ -82,7 +82,7 @@ TEST_PARALLEL ?= 1
 # At 6f436b5 (same machine kind, fresh clone, ./.ci/run): the six model-free smoke notebooks
 # run in the unit-test process (210 s there) and test_engine's seeded-sampling test uses the fp32
 # engine on AVX2 (123 -> 22 s): unit tests 19:25, notebooks 22:11, CI 25:30 with the install
-# (at 0ab77a6: 15:55, 23:34, 26:30). The smoke notebooks that load a model stay the critical path.
+# (at 0ab77a6: 15:55, 23:34, 26:30; a second run at ebf7a0c: 19:49, 23:05, 27:14). The smoke notebooks that load a model stay the critical path.
 test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
