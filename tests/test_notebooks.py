@@ -156,13 +156,13 @@ def test_13_sql_rows_compare_with_zero_shot_and_state_their_scale(rec, smoke_run
         assert row["diff"] == pytest.approx(res.loc[m, "execution accuracy"]
                                             - res.loc["zero-shot (nothink)", "execution accuracy"],
                                             abs=1e-4)
-        assert row["test queries"] == 6 and r[f"sql.{m}.exec_acc"] == pytest.approx(
+        assert row["test queries"] == 3 and r[f"sql.{m}.exec_acc"] == pytest.approx(
             res.loc[m, "execution accuracy"], abs=1e-4)
     assert (cmp.loc["RL after SFT", ["RL steps", "SFT steps"]] == [1, 1]).all()
     assert (cmp.loc["SFT on gold (nothink)", ["RL steps", "SFT steps"]] == [0, 1]).all()
     split = read_table(paths["tables_dir"] / "13_split.csv").set_index("part")
     assert split.loc["train", "databases"] + split.loc["test", "databases"] == 19
-    assert split.loc["test", "used"] == 6 and split.loc["train", "used"] == 4
+    assert split.loc["test", "used"] == 3 and split.loc["train", "used"] == 4
 
 
 RLQR_SMOKE_RAW_BM25 = 0.8262  # nDCG@3 of the raw query, 10 seeded SciFact claims, 200 distractors
