@@ -84,6 +84,12 @@ TEST_PARALLEL ?= 1
 # engine on AVX2 (123 -> 22 s): unit tests 19:25, notebooks 22:11, CI 25:30 with the install
 # (at 0ab77a6: 15:55, 23:34, 26:30; a second run at ebf7a0c: 19:49, 23:05, 27:14). The smoke notebooks that load a model stay the critical path.
 test: export OMP_WAIT_POLICY ?= PASSIVE
+# One OpenMP thread in each of the two processes (the smoke notebooks' kernels set
+# torch_threads 1 already): the unit tests' in-process torch, faiss and BLAS work otherwise
+# takes both cores while the notebooks process, the critical path, needs one.
+ifneq ($(TEST_PARALLEL),0)
+test: export OMP_NUM_THREADS ?= 1
+endif
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
 test: install
