@@ -82,14 +82,14 @@ TEST_PARALLEL ?= 1
 # At 6f436b5 (same machine kind, fresh clone, ./.ci/run): the six model-free smoke notebooks
 # run in the unit-test process (210 s there) and test_engine's seeded-sampling test uses the fp32
 # engine on AVX2 (123 -> 22 s): unit tests 19:25, notebooks 22:11, CI 25:30 with the install
-# (at 0ab77a6: 15:55, 23:34, 26:30; a second run at ebf7a0c: 19:49, 23:05, 27:14). The smoke notebooks that load a model stay the critical path.
+# (at 0ab77a6: 15:55, 23:34, 26:30; a second run at ebf7a0c: 19:49, 23:05, 27:14). The smoke
+# notebooks that load a model stay the critical path; most of their time is greedy test decoding
+# (long prompts prefilled in fp32, py-spy), so the smoke profile decodes fewer of them (ff8797b:
+# 07 and 16 on one test set, 13 on 3 questions, 19 on SciFact; e426c5f: 14 synthesises from 4
+# documents): at e426c5f, fresh clone, unit tests 18:45, notebooks 19:16, CI 23:25 with the
+# install (4:09). OMP_NUM_THREADS=1 in both processes was tried there and changed nothing
+# (the kernels' torch_threads is 1 already), so it is not set.
 test: export OMP_WAIT_POLICY ?= PASSIVE
-# One OpenMP thread in each of the two processes (the smoke notebooks' kernels set
-# torch_threads 1 already): the unit tests' in-process torch, faiss and BLAS work otherwise
-# takes both cores while the notebooks process, the critical path, needs one.
-ifneq ($(TEST_PARALLEL),0)
-test: export OMP_NUM_THREADS ?= 1
-endif
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
 test: install
