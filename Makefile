@@ -87,7 +87,8 @@ TEST_PARALLEL ?= 1
 # (long prompts prefilled in fp32, py-spy), so the smoke profile decodes fewer of them (ff8797b:
 # 07 and 16 on one test set, 13 on 3 questions, 19 on SciFact; e426c5f: 14 synthesises from 4
 # documents): at e426c5f, fresh clone, unit tests 18:45, notebooks 19:16, CI 23:25 with the
-# install (4:09). OMP_NUM_THREADS=1 in both processes was tried there and changed nothing
+# install (4:09); at a94642b 18:01, 18:32, 22:11. OMP_NUM_THREADS=1 in both processes was tried
+# at e426c5f and changed nothing
 # (the kernels' torch_threads is 1 already), so it is not set.
 test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
