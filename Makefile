@@ -66,9 +66,9 @@ notebooks: install
 # 2-core AVX2 machine (no native bf16), side by side from an empty cache: notebooks 25:23,
 # unit tests 27:01, before tests/conftest.py ran vLLM eagerly (then test_engine,
 # test_sharedprefix, test_train and test_coldstart, 44 tests, took 8:18 alone). Eager vLLM
-# took ~13 min off the unit tests, so
-# the notebooks are now the critical path: BESIDE_SMOKE is empty and the GPU check's dry run
-# (127 s) and the two-process test (52 s) run with the unit tests (CI at 54226e9: 2159 s).
+# took ~13 min off the unit tests, so the notebooks are now the critical path: BESIDE_SMOKE
+# is empty and the GPU check's dry run (127 s) and the two-process test (52 s) run with the
+# unit tests (CI at 54226e9: 2159 s).
 # TEST_PARALLEL=0 runs everything in one process.
 TEST_PARALLEL ?= 1
 # OpenMP threads wait for work passively in both pytest processes (and in the notebook kernels
@@ -79,17 +79,8 @@ TEST_PARALLEL ?= 1
 # 23:49 -> 13:44, notebooks 23:01 -> 22:25 (single-threaded: the smoke profile's torch_threads 1;
 # 2 threads were no faster even once the unit tests had ended), wall 23:55 -> 22:44. The
 # notebooks are the critical path again. Numerics do not change. Set OMP_WAIT_POLICY to override.
-# At 6f436b5 (same machine kind, fresh clone, ./.ci/run): the six model-free smoke notebooks
-# run in the unit-test process (210 s there) and test_engine's seeded-sampling test uses the fp32
-# engine on AVX2 (123 -> 22 s): unit tests 19:25, notebooks 22:11, CI 25:30 with the install
-# (at 0ab77a6: 15:55, 23:34, 26:30; a second run at ebf7a0c: 19:49, 23:05, 27:14). The smoke
-# notebooks that load a model stay the critical path; most of their time is greedy test decoding
-# (long prompts prefilled in fp32, py-spy), so the smoke profile decodes fewer of them (ff8797b:
-# 07 and 16 on one test set, 13 on 3 questions, 19 on SciFact; e426c5f: 14 synthesises from 4
-# documents): at e426c5f, fresh clone, unit tests 18:45, notebooks 19:16, CI 23:25 with the
-# install (4:09); at a94642b 18:01, 18:32, 22:11. OMP_NUM_THREADS=1 in both processes was tried
-# at e426c5f and changed nothing
-# (the kernels' torch_threads is 1 already), so it is not set.
+# Today's split (smoke's model-free notebooks in the unit-test process, fewer smoke test
+# questions) and its fresh-clone times: README, "Two busy processes on one small machine".
 test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
