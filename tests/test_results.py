@@ -156,6 +156,8 @@ def test_strip_notebook_shrinks_figures_and_drops_heavy_outputs():
     from PIL import Image
 
     assert Image.open(io.BytesIO(base64.b64decode(img.data["image/png"]))).width == 800
+    assert "text/plain" not in img.data                           # the repr beside the PNG
+    assert [o.data["text/plain"] for o in outs if "data" in o and "text/plain" in o.data] == ["bar"]
     assert "widgets" not in out.metadata
     assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {}) for o in outs)
 

@@ -37,6 +37,7 @@ from qrlib.core.errors import QrlibError
 from qrlib.core.git import commit_info
 from qrlib.workbook.freshness import (load_manifest, published_entries, training_drift,
                                      value_hash)
+from qrlib.workbook.noise import RICH
 
 PUBLISHED_PROFILES = ("cpu",)
 RESULTS_PROFILE = "cpu"
@@ -188,6 +189,16 @@ def _merge_parameter_cells(nb: Any) -> None:
     del cells[d]
 
 
+def drop_plain_fallback(data: dict[str, Any]) -> dict[str, Any]:
+    """Drop ``text/plain`` from one output's mime bundle when a richer type is there
+    (:data:`qrlib.workbook.noise.RICH`): the ``<Figure size ...>`` or
+    ``<IPython.core.display.Markdown object>`` repr beside a PNG or rendered Markdown is never
+    shown by JupyterLab or GitHub, but reads as noise in the JSON. Returns ``data``."""
+    if "text/plain" in data and any(m in data for m in RICH):
+        data.pop("text/plain")
+    return data
+
+
 def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH,
                    root: Path | None = None) -> Any:
     """A copy of ``nb`` (nbformat node) with heavy outputs removed or shrunk, absolute
@@ -216,6 +227,7 @@ def strip_notebook(nb: Any, *, max_png_width: int = MAX_PNG_WIDTH,
                 if "text/html" in data and "text/plain" in data:
                     if len("".join(data["text/html"])) > MAX_HTML_CHARS:
                         data.pop("text/html")
+                drop_plain_fallback(data)
                 if "image/png" in data:
                     png = data["image/png"]
                     data["image/png"] = _shrink_png("".join(png) if isinstance(png, list) else png,
