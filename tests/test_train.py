@@ -70,42 +70,6 @@ def test_prompt_dataset_cycles_queries():
     assert all(p.startswith("S|U q") and p.endswith("<x>") for p in ds["prompt"])
 
 
-@pytest.mark.slow
-def test_tiny_cli_run_then_resume(tmp_path):
-    cfg = {"name": "tiny", "run_dir": str(tmp_path), "model": "smollm2", "dataset": "scifact",
-           "split": "train", "n_queries": 2, "n_distractors": 20, "retriever": "bm25",
-           "fmt": "deepretrieval-nothink", "prefill": '<answer>{"query": "',
-           "prompt": {"user": "Search query for: {query}"}, "max_steps": 2,
-           "num_generations": 2, "max_completion_length": 4, "save_steps": 1,
-           "reward_params": {"k": 10, "lenient": True}}
-    path = tmp_path / "cfg.yaml"
-    path.write_text(json.dumps(cfg))  # JSON is YAML
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "qrlib.rl.train", "--config", str(path)]
-    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    assert first.returncode == 0, first.stderr[-2000:]
-    out = tmp_path / "rl" / "tiny"
-    assert (out / "checkpoint-2").is_dir() and (out / "adapter" / "adapter_config.json").exists()
-    second = subprocess.run(cmd + ["--set", "max_steps=3"], capture_output=True, text=True,
-                            env=env, timeout=900)
-    assert second.returncode == 0, second.stderr[-2000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["resumed_from"].endswith("checkpoint-2") and summary["steps"] == 3
-    assert summary["shared_prompt_passes"] >= 1  # the group's prompt ran once (sharedprefix)
-    with open(out / "log.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    assert [int(r["step"]) for r in rows] == [1, 2, 3]
-    for col in ("reward", "reward_std", "frac_reward_zero_std", "format_valid",
-                "completion_length", "kl", "step_seconds"):
-        assert rows[-1][col] != ""
-    assert float(rows[-1]["completion_length"]) <= 4
-    # memory per step: a 135M policy in fp32 holds more than half a GiB, the peak >= now
-    rss, peak = float(rows[-1]["rss_gib"]), float(rows[-1]["peak_rss_gib"])
-    assert 0.5 < rss <= peak + 0.01
-    # the RL default schedule is constant: every step trains at the configured rate
-    assert {float(r["learning_rate"]) for r in rows} == {T.TrainConfig().learning_rate}
-
-
 def test_cli_rejects_bad_key(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("max_step: 3\n")
@@ -278,6 +242,8 @@ def _cli(cfg_path, *extra, timeout=900):
 
 @pytest.mark.slow
 def test_cli_trains_acqo_decompose_on_2wiki_then_never_overruns(tmp_path):
+    """The trainer's command line end to end: train, a finished run left alone, a resume past
+    a half-written checkpoint, and the per-step log (also the CLI's resume test)."""
     cfg = {"name": "acqo", "run_dir": str(tmp_path), "model": "smollm2",
            "dataset": "2wikimultihopqa-mini", "split": "train", "n_queries": 6,
            "n_distractors": 40, "retriever": "bm25", "prompt": "acqo/decompose",
@@ -310,29 +276,48 @@ def test_cli_trains_acqo_decompose_on_2wiki_then_never_overruns(tmp_path):
     third = _cli(path, "--set", "max_steps=3")
     assert third.returncode == 0, third.stderr[-2000:]
     assert "resuming from checkpoint-2" in third.stdout
-    assert json.loads((out / "summary.json").read_text())["steps"] == 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["resumed_from"].endswith("checkpoint-2")
+    assert summary["shared_prompt_passes"] >= 1  # the group's prompt ran once (sharedprefix)
+    with open(out / "log.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3]
+    for col in ("reward", "reward_std", "frac_reward_zero_std", "format_valid",
+                "completion_length", "step_seconds"):  # (no kl: DAPO's beta is 0)
+        assert rows[-1][col] != "", col
+    assert float(rows[-1]["completion_length"]) <= 8
+    # memory per step: a 135M policy in fp32 holds more than half a GiB, the peak >= now
+    rss, peak = float(rows[-1]["rss_gib"]), float(rows[-1]["peak_rss_gib"])
+    assert 0.5 < rss <= peak + 0.01
+    # the RL default schedule is constant: every step trains at the configured rate
+    assert {float(r["learning_rate"]) for r in rows} == {T.TrainConfig().learning_rate}
     steps = [json.loads(line)["step"] for line in (out / "samples.jsonl").read_text().splitlines()]
     assert steps == sorted(steps) and set(steps) == {1, 2, 3}
     # (another dataset cut is another run, moved aside and never resumed: the same
     # prepare_output path, tested in process by test_run_folder_with_other_rows_is_moved_aside_not_resumed)
 
 
-@pytest.mark.slow
-def test_cli_trains_sql_prompt_on_spider(tmp_path):
-    cfg = {"name": "sql", "run_dir": str(tmp_path), "model": "smollm2", "rows": "spider",
-           "split": "train", "n_queries": 4, "prompt": "deepretrieval/sql-nothink",
-           "prefill": '<answer>{"query": "SELECT', "reward": "deepretrieval_sql",
-           "reward_params": {"lenient": True}, "algorithm": "dapo", "max_steps": 1,
-           "num_generations": 2, "max_completion_length": 10, "save_steps": 5}
-    path = tmp_path / "sql.yaml"
-    path.write_text(json.dumps(cfg))
-    res = _cli(path)
-    assert res.returncode == 0, res.stderr[-2000:]
-    out = tmp_path / "rl" / "sql"
-    log = list(csv.DictReader(open(out / "log.csv")))
-    assert len(log) == 1 and log[0]["reward"] != ""
-    first = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
-    assert first["completion"].startswith('<answer>{"query": "SELECT')
+def test_config_with_spider_rows_gives_sql_rows_and_an_execution_reward(tmp_path):
+    """What the trainer builds for ``rows: spider`` (the command line's path; notebook 13
+    passes its rows itself, and its smoke run takes the RL step on them): rows with schema,
+    database and gold SQL that the reward's columns accept, and the execution reward."""
+    from qrlib.rl.rows import build_env, load_rows
+
+    cfg = T.load_config({"name": "sql", "run_dir": str(tmp_path), "model": "smollm2",
+                         "rows": "spider", "split": "train", "n_queries": 4,
+                         "prompt": "deepretrieval/sql-nothink",
+                         "prefill": '<answer>{"query": "SELECT', "reward": "deepretrieval_sql",
+                         "reward_params": {"lenient": True}, "algorithm": "dapo"})
+    rows, ds = load_rows(cfg)
+    assert ds is None and len(rows) == 4 and all(r["schema"] and r["gold_sql"] for r in rows)
+    env = build_env(cfg, ds)
+    assert env.missing_columns(list(rows[0])) == []
+    cols = {c: [r[c] for r in rows] for c in rows[0]}
+    answer = '<answer>{{"query": {}}}</answer>'.format
+    assert env(completions=[answer(json.dumps(r["gold_sql"])) for r in rows], **cols) == [1.0] * 4
+    assert env(completions=[answer('"SELECT 1"')] * 4, **cols) == [0.0] * 4
+    assert env(completions=[answer('"DROP TABLE t"')] * 4, **cols) == [0.0] * 4  # read-only
+    assert env(completions=["no answer"] * 4, **cols) == [-1.0] * 4  # format penalty
 
 
 def test_run_folder_with_other_rows_is_moved_aside_not_resumed(tmp_path, capsys):
