@@ -34,8 +34,8 @@ help:
 	@echo "make gpu-bundle  # .gpu-bundle/: wheels, tokenizer, data for benchmarks/gpu_check.sh"
 
 # uv installs the packages (pip's configuration carried over, pip where uv fails: see
-# tools/pkg_install.py); INSTALLER=pip uses pip alone. Same versions either way; on a 2-core
-# machine the install took 70 s with uv against ~3.5 min with pip.
+# tools/pkg_install.py); INSTALLER=pip uses pip alone. Same versions either way; the times of
+# both: README, "Installer".
 INSTALLER ?= uv
 export INSTALLER
 PKG := $(BIN)/python tools/pkg_install.py
