@@ -5,8 +5,8 @@ Usage (the venv's Python runs it; stdlib only, since it runs before qrlib's depe
     .venv/bin/python tools/pkg_install.py [pip install arguments ...]
 
 With ``INSTALLER=uv`` (the Makefile's default) and ``uv`` beside the venv's Python, it runs
-``uv pip install`` (parallel downloads and unpacking: the whole install took 70 s against
-pip's ~3.5 min on a 2-core machine, to the same package versions), else ``pip install``.
+``uv pip install`` (parallel downloads and unpacking, to the same package versions; the
+times of both in README, "Installer"), else ``pip install``.
 uv reads none of pip's configuration, so :func:`uv_flags` carries it over from ``pip config
 list`` (pip's files and ``PIP_*`` variables): indexes, find-links, constraints, trusted hosts.
 ``--index-strategy unsafe-best-match`` gives pip's choice of the best version across all
