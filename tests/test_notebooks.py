@@ -240,8 +240,8 @@ def test_17_evidence_rows_and_injection(rec, smoke_run):
     from qrlib.eval.compare import check_comparisons, select
 
     r17 = rec["17_deepretrieval_evidence"]
-    _, _, paths = smoke_run
-    for name in ("hotpotqa-large",):  # smoke's one evidence set (params/smoke.yaml)
+    profile, _, paths = smoke_run
+    for name in profile["notebooks"]["17_deepretrieval_evidence"]["datasets"]:
         for label in ("untrained nothink", "trained nothink"):
             assert 0.0 <= r17[f"{name}.{label}.injection_rate"] <= 1.0
         assert 0.0 <= r17[f"{name}.raw.H@20"] <= 1.0

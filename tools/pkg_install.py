@@ -34,6 +34,7 @@ def uv_flags(config_list: str) -> list[str]:
     line; list values are space- or newline-separated). Keys without a uv twin are left out;
     ``no-index`` set true gives ``--no-index``."""
     values: dict[str, list[str]] = {}
+    no_index = False
     for line in config_list.splitlines():
         m = _LINE.match(line.strip())
         if not m:
@@ -44,13 +45,13 @@ def uv_flags(config_list: str) -> list[str]:
         except ValueError:
             continue
         items = [item for part in parts for item in part.split()]
-        if key == "no-index" and items and items[0].lower() in ("1", "true", "yes", "on"):
-            values["no-index"] = []
+        if key == "no-index":
+            no_index = bool(items) and items[0].lower() in ("1", "true", "yes", "on")
         elif key in OPTIONS:
             for item in items:  # the same value from a file and a PIP_ variable: once
                 if item not in values.setdefault(key, []):
                     values[key].append(item)
-    flags = ["--no-index"] if "no-index" in values else []
+    flags = ["--no-index"] if no_index else []
     for key, option in OPTIONS.items():
         for item in values.get(key, []):
             flags += [option, item]
