@@ -27,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--park-at", default=None, metavar="HH:MM|+MIN",
                      help="at that time stop the running notebook, park its trainings "
                           "(as `park` does) and start no further notebook")
+    run.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="run up to N notebooks at once, each after the notebooks it reads "
+                          "(`make test` runs smoke with 2); mind memory: one notebook of the "
+                          "cpu profile may take 16 GB")
     pk = sub.add_parser("park", help="pack a stopped run's trainings into artifacts/ so a "
                                      "later `run` resumes them (qrlib.workbook.park)")
     pk.add_argument("profile", help="params/<name>.yaml (or just the name)")
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run_profile(args.profile, only=args.only, resume=args.resume, stale=args.stale,
                         long=args.long, allow_dirty=args.allow_dirty,
-                        park_at=args.park_at, log_output=args.log_output)
+                        park_at=args.park_at, log_output=args.log_output, jobs=args.jobs)
         elif args.cmd == "park":
             from qrlib.core.io import REPO_ROOT
             from qrlib.workbook.park import left_outputs, park

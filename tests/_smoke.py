@@ -35,10 +35,11 @@ def model_notebooks() -> list[str]:
     return [n for n in wb.notebook_names() if n not in _model_free()]
 
 
-def run(profile_path: Path, only: list[str] | None = None):
-    """Run a profile (or the ``only`` notebooks of it): (profile, runner rows, run paths)."""
+def run(profile_path: Path, only: list[str] | None = None, jobs: int = 1):
+    """Run a profile (or the ``only`` notebooks of it) with up to ``jobs`` notebooks at once:
+    (profile, runner rows, run paths)."""
     profile = wb.load_profile(profile_path)
-    rows = wb.run_profile(profile_path, only=only)
+    rows = wb.run_profile(profile_path, only=only, jobs=jobs)
     return profile, rows, wb.run_paths(profile["name"])
 
 

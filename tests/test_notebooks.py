@@ -3,6 +3,8 @@ and check their products; tests/test_notebooks_modelfree.py runs and checks the 
 notebooks of params/smoke-modelfree.yaml) in the other pytest process of `make test`."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from _smoke import (SMOKE, SmokeChecks, model_free_notebooks, model_notebooks,
@@ -14,9 +16,15 @@ from qrlib.core.io import read_table
 pytestmark = pytest.mark.notebooks
 
 
+# Two notebooks at once (each after what it reads): the smoke kernels are single-threaded,
+# so the second one uses the core the unit-test process leaves once it ends (README, "Two
+# busy processes"). QRLIB_SMOKE_JOBS=1 runs them one by one.
+SMOKE_JOBS = int(os.environ.get("QRLIB_SMOKE_JOBS", "2"))
+
+
 @pytest.fixture(scope="module")
 def smoke_run():
-    return run(SMOKE, only=model_notebooks())
+    return run(SMOKE, only=model_notebooks(), jobs=SMOKE_JOBS)
 
 
 class TestSmokeRun(SmokeChecks):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -394,6 +395,77 @@ def test_reading_an_undeclared_artifact_fails_the_notebook(chain_repo):
                                          r"source header does not declare it"):
         wb.run_profile(prof, root=chain_repo)
     assert not (chain_repo / "tables" / "chain" / "manifest.json").read_text().count("02_use")
+
+
+# ----------------------------------------------------------------- notebooks side by side
+SPAN = textwrap.dedent('''\
+    # %% tags=["parameters"]
+    run_dir = "../runs/dev"
+    tables_dir = "../tables/dev"
+    pause = 0.0
+    fail = False
+
+    # %%
+    import time
+    import pandas as pd
+    from qrlib.core.io import save_table
+    time.sleep(pause)
+    if fail:
+        raise RuntimeError("asked to fail")
+    save_table(pd.DataFrame({"x": [1]}), "03_alone", tables_dir)
+    ''')
+
+
+def _spans(chain_repo, prof_text, jobs=2):
+    """chain_repo plus 03_alone (reads nothing), run with ``jobs``: (rows, manifest)."""
+    (chain_repo / "notebooks" / "src" / "03_alone.py").write_text(SPAN)
+    wb.build_notebooks()
+    prof = _profile(chain_repo, prof_text)
+    rows = wb.run_profile(prof, root=chain_repo, jobs=jobs)
+    return rows, wb.load_json(chain_repo / "tables" / "chain" / "manifest.json")
+
+
+def test_side_by_side_runs_a_reader_after_what_it_reads_and_records_each_kernel(chain_repo):
+    rows, manifest = _spans(chain_repo, "name: chain\nnotebooks:\n  03_alone: {pause: 6}\n")
+    assert [(r["notebook"], r["status"]) for r in rows] == [
+        ("01_make", "ok"), ("02_use", "ok"), ("03_alone", "ok")]  # profile order
+    timings = pd.read_csv(chain_repo / "runs" / "chain" / "timings.csv").set_index("notebook")
+    end = {n: pd.Timestamp(t).timestamp() for n, t in timings["finished"].items()}
+    # 03 (6 s asleep) ran beside 01 and then 02, which both finished while it ran
+    assert list(timings.index) == ["01_make", "02_use", "03_alone"]
+    # (one at a time, 03 would start once 02 had ended; "finished" is to the second)
+    assert end["03_alone"] - timings.loc["03_alone", "wall_s"] < end["02_use"] - 1
+    # 02 waited for 01: its inputs name 01's fingerprint, its read log its own data set
+    assert manifest["02_use"]["inputs"]["upstream"] == {"01_make": manifest["01_make"]["fingerprint"]}
+    assert list(manifest["02_use"]["inputs"]["data"]) == ["toyset"]
+    assert len(wb.read_table(chain_repo / "tables" / "chain" / "02_chain.csv")) == 4
+    # each notebook's peak is its own kernel's (a Python kernel: tens to hundreds of MB)
+    assert all(30 < manifest[n]["peak_rss_mb"] < 2000 for n in ("01_make", "02_use", "03_alone"))
+    assert (chain_repo / "runs" / "chain" / "notebooks" / "03_alone.ipynb").exists()
+
+
+def test_side_by_side_a_failure_lets_the_others_finish_and_starts_nothing_after(chain_repo):
+    src = chain_repo / "notebooks" / "src" / "01_make.py"
+    src.write_text(src.read_text() + "raise RuntimeError('01 fails')\n")
+    with pytest.raises(QrlibError, match=r"notebook 01_make failed: .*01 fails"):
+        _spans(chain_repo, "name: chain\nnotebooks:\n  03_alone: {pause: 3}\n")
+    manifest = wb.load_json(chain_repo / "tables" / "chain" / "manifest.json")
+    assert "03_alone" in manifest and "01_make" not in manifest and "02_use" not in manifest
+    nbdir = chain_repo / "runs" / "chain" / "notebooks"
+    assert (nbdir / "INCOMPLETE-01_make.ipynb").exists() and (nbdir / "03_alone.ipynb").exists()
+    assert not (nbdir / "02_use.ipynb").exists() and not (nbdir / "INCOMPLETE-02_use.ipynb").exists()
+    assert not (chain_repo / "runs" / "chain" / "run.lock").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"jobs": 0}, "jobs must be a whole number of notebooks at once, 1 or more; got 0"),
+    ({"jobs": 2, "park_at": "+5"}, "--park-at stops the one notebook running; it needs --jobs 1"),
+])
+def test_side_by_side_refuses_bad_jobs(toy_repo, kwargs, message):
+    prof = _profile(toy_repo, "name: toyrun\n")
+    with pytest.raises(QrlibError, match=re.escape(message)):
+        wb.run_profile(prof, root=toy_repo, **kwargs)
+    assert not (toy_repo / "runs" / "toyrun").exists()
 
 
 # ----------------------------------------------------------------- incomplete copies, lock

@@ -18,6 +18,7 @@ The notebook folders and the repository root are read from :mod:`.profiles` at c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -102,19 +103,32 @@ def build_notebooks(names: list[str] | None = None) -> list[Path]:
 
 # --------------------------------------------------------------------------- runner
 class _PeakMemory:
-    """Sample the RSS of this process and all its children (the kernel) in a thread."""
+    """Sample in a thread the RSS of this process and all its children (the kernel), or,
+    with ``marker``, of the child processes whose ``QRLIB_READ_LOG`` is ``marker`` (one
+    notebook's kernel and what it started, when notebooks run side by side)."""
 
-    def __init__(self, interval: float = 0.5) -> None:
-        self.interval = interval
+    def __init__(self, interval: float = 0.5, marker: str | None = None) -> None:
+        self.interval, self.marker = interval, marker
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _processes(self, me: psutil.Process) -> list[psutil.Process]:
+        children = me.children(recursive=True)
+        if self.marker is None:
+            return [me, *children]
+        mine = []
+        for p in children:
+            with contextlib.suppress(psutil.Error):
+                if p.environ().get("QRLIB_READ_LOG") == self.marker:
+                    mine.append(p)
+        return mine
 
     def _loop(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
             total = 0
-            for p in [me, *me.children(recursive=True)]:
+            for p in self._processes(me):
                 with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
             self.peak = max(self.peak, total)
@@ -174,7 +188,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 resume: bool = False, stale: bool = False, long: bool = False,
                 allow_dirty: bool = False, park_at: str | None = None,
                 root: Path | None = None, kernel: str = "python3",
-                log_output: bool = False) -> list[dict[str, Any]]:
+                log_output: bool = False, jobs: int = 1) -> list[dict[str, Any]]:
     """Execute the notebooks in order with papermill, injecting the profile's parameters.
 
     Executed notebooks go to ``runs/<name>/notebooks/`` (named ``INCOMPLETE-NN_name.ipynb``,
@@ -188,9 +202,19 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     notebook whose inputs have uncommitted changes unless ``allow_dirty``. With ``park_at``
     (``HH:MM`` or ``+MIN``, :func:`qrlib.workbook.park.park_deadline`) the notebook still
     running then is stopped and parked, and no later notebook starts.
+
+    ``jobs`` > 1 runs up to that many notebooks at once, each only after the notebooks it
+    declares reading (``jupyter: qrlib: reads``) have finished in this run (:func:`_run_side_by_side`;
+    `make test` runs the smoke notebooks so). Each notebook's peak memory is then that of
+    its own kernel, and a read of an artifact a notebook running beside it writes is caught
+    only where that notebook finished first; ``park_at`` needs ``jobs`` 1.
     """
     import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
 
+    if not isinstance(jobs, int) or jobs < 1:
+        raise QrlibError(f"jobs must be a whole number of notebooks at once, 1 or more; got {jobs!r}")
+    if jobs > 1 and park_at:
+        raise QrlibError("--park-at stops the one notebook running; it needs --jobs 1")
     root = Path(root or profiles.REPO_ROOT)
     profile_path = resolve_profile(profile_path, root)
     profile = load_profile(profile_path)
@@ -208,143 +232,263 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
         save_json(profile, run_dir / "profile.json")
         carry.restore_missing(profile["name"], root)  # a fresh clone: the published runs
         pick = set(stale_selection(profile_path, root)) if (stale or resume) else set(names)
-        carried = carry.carried_notebooks(root) if carry.carry_enabled(profile["name"], root) else []
+        run = _Run(profile, profile_path, root, paths, published, allow_dirty, park_at, timer,
+                   carry.carried_notebooks(root) if carry.carry_enabled(profile["name"], root)
+                   else [], pm, kernel, log_output)
         _atomic_papermill_saves(pm, run_dir / "notebooks")
         rows: list[dict[str, Any]] = []
+        todo: list[str] = []
         for name in names:
             if name in held:
                 print(f"[qrlib] {name}: in the profile's long set, skipped (run it with --long "
                       f"or --only {name.split('_', 1)[0]})", flush=True)
                 rows.append({"notebook": name, "status": "skipped"})
-                continue
-            if name not in pick:
+            elif name not in pick:
                 print(f"[qrlib] {name}: fresh, skipped", flush=True)
                 rows.append({"notebook": name, "status": "skipped"})
-                continue
-            if timer.passed:
-                print(f"[qrlib] {name}: not started, the park time {park_at} has come", flush=True)
-                rows.append({"notebook": name, "status": "skipped"})
-                continue
-            declared = notebook_parameters(name)
-            params = parameters_for(profile, name, declared, root)
-            static = freshness.static_inputs(name, params, root)
-            dirty = _dirty_inputs(profile_path, static, root)
-            if dirty and published and not allow_dirty:
-                raise QrlibError(
-                    f"{name}: refusing to publish into tables/{profile['name']} from a tree with "
-                    f"uncommitted changes to what it depends on ({', '.join(dirty[:5])}"
-                    f"{', ...' if len(dirty) > 5 else ''}); commit them or pass --allow-dirty")
-            extras.require_extras(name, profile["name"], published=published)
-            marker = run_dir / "done" / f"{name}.json"
-            marker.unlink(missing_ok=True)
-            out_nb = run_dir / "notebooks" / f"{name}.ipynb"
-            partial_nb = out_nb.with_name(f"INCOMPLETE-{out_nb.name}")
-            out_nb.parent.mkdir(parents=True, exist_ok=True)
-            out_nb.unlink(missing_ok=True)  # an older complete copy no longer matches
-            for tmp in out_nb.parent.glob(f".{partial_nb.name}.*.tmp"):  # a killed save's
-                tmp.unlink(missing_ok=True)
-            log = run_dir / "reads" / f"{name}.log"
-            log.unlink(missing_ok=True)
-            watch = [*data_roots(params.get("data_dir")), run_dir.resolve(),
-                     (root / "params").resolve()]
-            info = {**publish.commit_info(root), "dirty": bool(dirty)}  # the commit the run starts at
-            static_fp = freshness.fingerprint(static)
-            parked = park.restore_parked(profile, name, root, now=static_fp)  # an earlier park
-            park.started_record(run_dir, name, commit=info["commit"], dirty=info["dirty"],
-                                static=static_fp)
-            print(f"[qrlib] {name}: running with {json.dumps(params, default=str)}", flush=True)
-            start = time.perf_counter()
-            started = time.time()
-            status, error = "ok", ""
-            env = {"QRLIB_READ_LOG": str(log.resolve()),
-                   "QRLIB_READ_WATCH": os.pathsep.join(map(str, watch)),
-                   **preload_env(os.environ.get("LD_PRELOAD"))}
-            if "LD_PRELOAD" in env:
-                print(f"[qrlib] {name}: kernel LD_PRELOAD={env['LD_PRELOAD']}", flush=True)
-            old_env = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            with _PeakMemory() as mem, published_outputs_guard(
-                    name, [paths["tables_dir"], paths["figures_dir"]]) as guard:
-                try:
-                    executed = pm.execute_notebook(
-                        _with_incomplete_banner(profiles.NOTEBOOK_DIR / f"{name}.ipynb"),
-                        str(partial_nb.resolve()), parameters=params, kernel_name=kernel,
-                        cwd=str(profiles.NOTEBOOK_DIR), progress_bar=False, log_output=log_output)
-                except pm.PapermillExecutionError as exc:
-                    status, error = "failed", _failed_cell(exc)
-                except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
-                    reason = " ".join(str(exc).split())[:200] or "no message"
-                    status, error = "failed", f"the kernel failed ({type(exc).__name__}: {reason})"
-                finally:
-                    for k, v in old_env.items():
-                        if v is None:
-                            os.environ.pop(k, None)
-                        else:
-                            os.environ[k] = v
-                if status != "ok":  # a failed notebook publishes nothing
-                    changed = guard.restore()
-                    if changed:
-                        print(f"[qrlib] {name}: failed; {changed} published table/figure "
-                              f"file(s) put back as they were", flush=True)
-            wall = time.perf_counter() - start
-            row = {"notebook": name, "status": status, "wall_s": round(wall, 1),
-                   "peak_rss_mb": round(mem.peak / 2**20),
-                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            if status == "ok":
-                try:
-                    reads = classify_reads(name, readlog.read_log(log), run_dir, watch, root)
-                except QrlibError as exc:
-                    status, error = "failed", str(exc)
-                    row["status"] = status
-            if status != "ok" and timer.fired:
-                row["status"] = "parked"
-                rows.append(row)
-                _park_stopped(profile, name, root, park_at)
-                continue
-            _append_timing(run_dir / "timings.csv", row)
-            rows.append(row)
-            if status != "ok":
-                _print_summary(rows)
-                raise QrlibError(f"notebook {name} failed: {error} (executed copy: "
-                                 f"{partial_nb})")
-            manifest = freshness.load_manifest(profile["name"], root)
-            inputs = {**static, "data": freshness.data_inputs(reads["data"], root,
-                                                              params.get("data_dir")),
-                      "upstream": {u: (manifest.get(u) or {}).get("fingerprint")
-                                   for u in freshness.declared_reads(name, root)}}
-            fp = freshness.fingerprint(inputs)
-            row["fingerprint"] = fp
-            outputs = publish.stamp_outputs(name, profile["name"], paths, since=started, info=info,
-                                    fingerprint=fp, root=root)
-            _save_complete(executed, out_nb, profiles.NOTEBOOK_DIR / f"{name}.ipynb")
-            partial_nb.unlink(missing_ok=True)
-            entry = {"fingerprint": fp, "commit": info["commit"], "dirty": info["dirty"],
-                     "allow_dirty": bool(dirty and allow_dirty), "wall_s": row["wall_s"],
-                     "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
-                     "outputs": outputs, "inputs": inputs,
-                     "reused_training": publish.reused_trainings(executed),
-                     "reused_from": publish.reused_from(executed, list(static["modules"]),
-                                                        info["commit"], root),
-                     "ld_preload": env.get("LD_PRELOAD", ""),  # timings differ with it
-                     "machine": publish.machine_info()}  # and with the CPU
-            if parked:
-                entry["parked"] = parked
-            entry.update(publish.cold_run(entry, manifest.get(name)))
-            freshness.save_manifest_entry(profile["name"], name, entry, root)
-            save_json({**row, "hash": fp}, marker)
-            park.finish_parked(profile["name"], name, root)
-            if name in carried:  # later notebooks read its runs: keep them for other clones
-                try:
-                    dest = carry.pack(profile["name"], name, root, commit=info["commit"],
-                                      fingerprint=fp)
-                    print(f"[qrlib] {name}: carried its runs in {dest.relative_to(root)}",
+            else:
+                todo.append(name)
+        if jobs == 1:
+            for name in todo:
+                if timer.passed:
+                    print(f"[qrlib] {name}: not started, the park time {park_at} has come",
                           flush=True)
-                except (QrlibError, OSError) as exc:
-                    print(f"[qrlib] {name}: its runs were not carried ({exc}); readers on "
-                          f"another clone must run it again", flush=True)
+                    rows.append({"notebook": name, "status": "skipped"})
+                    continue
+                job = run.start(run.check(name))
+                run.execute(job)
+                rows.append(run.finish(job))
+                if job.error:
+                    _print_summary(rows)
+                    raise QrlibError(job.error)
+        else:
+            failure = _run_side_by_side(run, todo, jobs, rows)
+            rows.sort(key=lambda r: names.index(r["notebook"]))
+            if failure:
+                _print_summary(rows)
+                raise QrlibError(failure)
         _print_summary(rows)
         after_run(profile["name"], rows, root=root)  # timings; cpu: executed notebooks, RESULTS.md
     return rows
+
+
+def _run_side_by_side(run: "_Run", todo: list[str], jobs: int,
+                      rows: list[dict[str, Any]]) -> str:
+    """Execute ``todo`` with up to ``jobs`` kernels at once, each notebook once the notebooks
+    of ``todo`` it declares reading have finished; the bookkeeping of a finished notebook
+    (:meth:`_Run.finish`) stays in this thread. After a failure no notebook starts and the
+    running ones finish; returns the first failure ("" when none)."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    jobs_of = {n: run.check(n) for n in todo}  # every refusal before any kernel starts
+    ups = {n: [u for u in freshness.declared_reads(n, run.root) if u in jobs_of] for n in todo}
+    waiting, done, running, failure = list(todo), set(), {}, ""
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="qrlib-notebook") as pool:
+        while waiting or running:
+            ready = [n for n in waiting if set(ups[n]) <= done] if not failure else []
+            for name in ready[:jobs - len(running)]:
+                waiting.remove(name)
+                job = run.start(jobs_of[name], beside=True)
+                running[pool.submit(run.execute, job)] = job
+            if not running:
+                break  # a failure, or what is left waits on a notebook that failed
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = running.pop(fut)
+                fut.result()  # run.execute catches the notebook's own failures
+                rows.append(run.finish(job))
+                if job.error:
+                    failure = failure or job.error
+                else:
+                    done.add(job.name)
+    return failure
+
+
+@dataclasses.dataclass
+class _Job:
+    """One notebook of a run: what :meth:`_Run.check` and :meth:`_Run.start` set up and
+    :meth:`_Run.execute` fills in."""
+    name: str
+    params: dict[str, Any]
+    static: dict[str, Any]
+    dirty: list[str]
+    beside: bool = False
+    log: Path = Path()
+    watch: list[Path] = dataclasses.field(default_factory=list)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    static_fp: str = ""
+    parked: Any = None
+    out_nb: Path = Path()
+    partial_nb: Path = Path()
+    started: float = 0.0
+    status: str = "ok"
+    error: str = ""
+    executed: Any = None
+    row: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class _Run:
+    """What every notebook of one :func:`run_profile` shares."""
+    profile: dict[str, Any]
+    profile_path: Path
+    root: Path
+    paths: dict[str, Path]
+    published: bool
+    allow_dirty: bool
+    park_at: str | None
+    timer: Any
+    carried: list[str]
+    pm: Any
+    kernel: str
+    log_output: bool
+
+    def check(self, name: str) -> _Job:
+        """Its parameters and inputs; refuses a dirty published run or a missing extra."""
+        declared = notebook_parameters(name)
+        params = parameters_for(self.profile, name, declared, self.root)
+        static = freshness.static_inputs(name, params, self.root)
+        dirty = _dirty_inputs(self.profile_path, static, self.root)
+        if dirty and self.published and not self.allow_dirty:
+            raise QrlibError(
+                f"{name}: refusing to publish into tables/{self.profile['name']} from a tree "
+                f"with uncommitted changes to what it depends on ({', '.join(dirty[:5])}"
+                f"{', ...' if len(dirty) > 5 else ''}); commit them or pass --allow-dirty")
+        extras.require_extras(name, self.profile["name"], published=self.published)
+        return _Job(name, params, static, dirty)
+
+    def start(self, job: _Job, *, beside: bool = False) -> _Job:
+        """Clear its old outputs and records, restore a parked run, say it starts."""
+        name, run_dir, root = job.name, self.paths["run_dir"], self.root
+        job.beside = beside
+        (run_dir / "done" / f"{name}.json").unlink(missing_ok=True)
+        job.out_nb = run_dir / "notebooks" / f"{name}.ipynb"
+        job.partial_nb = job.out_nb.with_name(f"INCOMPLETE-{job.out_nb.name}")
+        job.out_nb.parent.mkdir(parents=True, exist_ok=True)
+        job.out_nb.unlink(missing_ok=True)  # an older complete copy no longer matches
+        for tmp in job.out_nb.parent.glob(f".{job.partial_nb.name}.*.tmp"):  # a killed save's
+            tmp.unlink(missing_ok=True)
+        job.log = run_dir / "reads" / f"{name}.log"
+        job.log.unlink(missing_ok=True)
+        job.watch = [*data_roots(job.params.get("data_dir")), run_dir.resolve(),
+                     (root / "params").resolve()]
+        job.info = {**publish.commit_info(root), "dirty": bool(job.dirty)}  # the commit it starts at
+        job.static_fp = freshness.fingerprint(job.static)
+        job.parked = park.restore_parked(self.profile, name, root, now=job.static_fp)  # an earlier park
+        park.started_record(run_dir, name, commit=job.info["commit"], dirty=job.info["dirty"],
+                            static=job.static_fp)
+        print(f"[qrlib] {name}: running with {json.dumps(job.params, default=str)}", flush=True)
+        job.env = {"QRLIB_READ_LOG": str(job.log.resolve()),
+                   "QRLIB_READ_WATCH": os.pathsep.join(map(str, job.watch)),
+                   **preload_env(os.environ.get("LD_PRELOAD"))}
+        if "LD_PRELOAD" in job.env:
+            print(f"[qrlib] {name}: kernel LD_PRELOAD={job.env['LD_PRELOAD']}", flush=True)
+        return job
+
+    def execute(self, job: _Job) -> None:
+        """Run it in a kernel of its own environment (``job.env``); a failed notebook puts
+        its published files back and records why in ``job.error``."""
+        name, paths = job.name, self.paths
+        start = time.perf_counter()
+        job.started = time.time()
+        # the kernel's own memory when notebooks run side by side; else this process's too
+        with _PeakMemory(marker=str(job.log.resolve()) if job.beside else None) as mem, \
+                published_outputs_guard(name, [paths["tables_dir"], paths["figures_dir"]]) as guard:
+            try:
+                job.executed = self.pm.execute_notebook(
+                    _with_incomplete_banner(profiles.NOTEBOOK_DIR / f"{name}.ipynb"),
+                    str(job.partial_nb.resolve()), parameters=job.params, kernel_name=self.kernel,
+                    progress_bar=False, log_output=self.log_output,
+                    kernel_manager_class=_kernel_manager(job.env, profiles.NOTEBOOK_DIR))
+            except self.pm.PapermillExecutionError as exc:
+                job.status, job.error = "failed", _failed_cell(exc)
+            except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
+                reason = " ".join(str(exc).split())[:200] or "no message"
+                job.status, job.error = "failed", f"the kernel failed ({type(exc).__name__}: {reason})"
+            if job.status != "ok":  # a failed notebook publishes nothing
+                changed = guard.restore()
+                if changed:
+                    print(f"[qrlib] {name}: failed; {changed} published table/figure "
+                          f"file(s) put back as they were", flush=True)
+        job.row = {"notebook": name, "status": job.status,
+                   "wall_s": round(time.perf_counter() - start, 1),
+                   "peak_rss_mb": round(mem.peak / 2**20),
+                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+    def finish(self, job: _Job) -> dict[str, Any]:
+        """Check its reads, then record, stamp and carry it (or park it, where ``--park-at``
+        stopped it); returns its row. A failure is left in ``job.error``, with the executed
+        copy named."""
+        name, root, paths = job.name, self.root, self.paths
+        run_dir, row = paths["run_dir"], job.row
+        if job.status == "ok":
+            try:
+                reads = classify_reads(name, readlog.read_log(job.log), run_dir, job.watch, root)
+            except QrlibError as exc:
+                job.status, job.error = "failed", str(exc)
+                row["status"] = job.status
+        if job.status != "ok" and self.timer.fired:
+            row["status"], job.error = "parked", ""
+            _park_stopped(self.profile, name, root, self.park_at)
+            return row
+        _append_timing(run_dir / "timings.csv", row)
+        if job.status != "ok":
+            job.error = f"notebook {name} failed: {job.error} (executed copy: {job.partial_nb})"
+            return row
+        manifest = freshness.load_manifest(self.profile["name"], root)
+        inputs = {**job.static, "data": freshness.data_inputs(reads["data"], root,
+                                                              job.params.get("data_dir")),
+                  "upstream": {u: (manifest.get(u) or {}).get("fingerprint")
+                               for u in freshness.declared_reads(name, root)}}
+        fp = freshness.fingerprint(inputs)
+        row["fingerprint"] = fp
+        outputs = publish.stamp_outputs(name, self.profile["name"], paths, since=job.started,
+                                        info=job.info, fingerprint=fp, root=root)
+        _save_complete(job.executed, job.out_nb, profiles.NOTEBOOK_DIR / f"{name}.ipynb")
+        job.partial_nb.unlink(missing_ok=True)
+        entry = {"fingerprint": fp, "commit": job.info["commit"], "dirty": job.info["dirty"],
+                 "allow_dirty": bool(job.dirty and self.allow_dirty), "wall_s": row["wall_s"],
+                 "peak_rss_mb": row["peak_rss_mb"], "finished": row["finished"],
+                 "outputs": outputs, "inputs": inputs,
+                 "reused_training": publish.reused_trainings(job.executed),
+                 "reused_from": publish.reused_from(job.executed, list(job.static["modules"]),
+                                                    job.info["commit"], root),
+                 "ld_preload": job.env.get("LD_PRELOAD", ""),  # timings differ with it
+                 "machine": publish.machine_info()}  # and with the CPU
+        if job.parked:
+            entry["parked"] = job.parked
+        entry.update(publish.cold_run(entry, manifest.get(name)))
+        freshness.save_manifest_entry(self.profile["name"], name, entry, root)
+        save_json({**row, "hash": fp}, run_dir / "done" / f"{name}.json")
+        park.finish_parked(self.profile["name"], name, root)
+        if name in self.carried:  # later notebooks read its runs: keep them for other clones
+            try:
+                dest = carry.pack(self.profile["name"], name, root, commit=job.info["commit"],
+                                  fingerprint=fp)
+                print(f"[qrlib] {name}: carried its runs in {dest.relative_to(root)}",
+                      flush=True)
+            except (QrlibError, OSError) as exc:
+                print(f"[qrlib] {name}: its runs were not carried ({exc}); readers on "
+                      f"another clone must run it again", flush=True)
+        return row
+
+
+def _kernel_manager(env: Mapping[str, str], cwd: Path) -> type:
+    """A kernel manager class (for papermill's ``kernel_manager_class``) whose kernels start
+    in ``cwd`` with ``env`` over this process's environment: the runner never changes its
+    own environment or directory, so notebooks can run side by side."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    extra, folder = dict(env), str(cwd)
+
+    class QrlibKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:
+            kw["env"] = {**(kw.get("env") or os.environ), **extra}
+            kw.setdefault("cwd", folder)
+            await super().start_kernel(**kw)
+
+    return QrlibKernelManager
 
 
 def _park_stopped(profile: dict[str, Any], name: str, root: Path, park_at: str | None) -> None:
