@@ -92,11 +92,15 @@ TEST_PARALLEL ?= 1
 test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
+# The smoke notebooks run two at a time (tests/test_notebooks.py) at a lower priority, so the
+# unit tests keep a core and the notebooks take what is left, both cores once the unit tests
+# end (README, "Two busy processes"). SMOKE_NICE=0 gives both processes the same priority.
+SMOKE_NICE ?= 10
 test: install
 ifeq ($(TEST_PARALLEL),0)
 	$(PYTEST) tests
 else
-	@log=$$(mktemp); $(PYTEST) -p no:cacheprovider --durations=5 tests/test_notebooks.py $(BESIDE_SMOKE) > $$log 2>&1 & nb=$$!; \
+	@log=$$(mktemp); nice -n $(SMOKE_NICE) $(PYTEST) -p no:cacheprovider --durations=5 tests/test_notebooks.py $(BESIDE_SMOKE) > $$log 2>&1 & nb=$$!; \
 	$(PYTEST) --durations=20 --ignore=tests/test_notebooks.py $(addprefix --ignore=,$(BESIDE_SMOKE)) tests; unit=$$?; \
 	wait $$nb; notebooks=$$?; echo "== tests/test_notebooks.py (smoke profile) $(BESIDE_SMOKE)"; cat $$log; rm -f $$log; \
 	for run in smoke smoke-modelfree; do echo "== smoke notebooks' wall time (s), from runs/$$run/timings.csv"; \

@@ -292,7 +292,11 @@ def _run_side_by_side(run: "_Run", todo: list[str], jobs: int,
                 running[pool.submit(run.execute, job)] = job
             if not running:
                 break  # a failure, or what is left waits on a notebook that failed
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            try:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:  # the kernels answer to this thread only: stop them
+                park.stop_children(grace_s=5.0)
+                raise
             for fut in finished:
                 job = running.pop(fut)
                 fut.result()  # run.execute catches the notebook's own failures
