@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -466,6 +467,40 @@ def test_side_by_side_refuses_bad_jobs(toy_repo, kwargs, message):
     with pytest.raises(QrlibError, match=re.escape(message)):
         wb.run_profile(prof, root=toy_repo, **kwargs)
     assert not (toy_repo / "runs" / "toyrun").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroups (Linux)")
+def test_a_niced_runner_gives_its_kernels_its_priority(toy_repo):
+    """Kernels run in sessions of their own; with autogroups a niced runner's kernels would
+    compete at full weight unless their autogroup gets the runner's niceness."""
+    src = toy_repo / "notebooks" / "src" / "02_prio.py"
+    src.write_text(textwrap.dedent('''\
+        # %% tags=["parameters"]
+        run_dir = "../runs/dev"
+
+        # %%
+        import os
+        from pathlib import Path
+        (Path(run_dir) / "prio.txt").write_text(
+            f"{os.getpriority(os.PRIO_PROCESS, 0)} {Path('/proc/self/autogroup').read_text()}")
+        '''))
+    wb.build_notebooks()
+    prof = _profile(toy_repo, "name: prio\n")
+    env = {**os.environ, "PYTHONPATH": str(wb.REPO_ROOT)}
+    script = toy_repo / "run.py"
+    script.write_text(textwrap.dedent(f'''\
+        from pathlib import Path
+        from qrlib import workbook as wb
+        wb.profiles.NOTEBOOK_DIR = Path({str(toy_repo / "notebooks")!r})
+        wb.profiles.NOTEBOOK_SRC_DIR = Path({str(src.parent)!r})
+        wb.profiles.REPO_ROOT = Path({str(toy_repo)!r})
+        wb.run_profile({str(prof)!r}, root=Path({str(toy_repo)!r}), only=["02"])
+        '''))
+    res = subprocess.run(["nice", "-n", "7", sys.executable, str(script)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    nice, group = (toy_repo / "runs" / "prio" / "prio.txt").read_text().split(" ", 1)
+    assert nice == "7" and group.strip().endswith("nice 7"), group
 
 
 # ----------------------------------------------------------------- incomplete copies, lock

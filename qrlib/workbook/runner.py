@@ -480,8 +480,9 @@ class _Run:
 
 def _kernel_manager(env: Mapping[str, str], cwd: Path) -> type:
     """A kernel manager class (for papermill's ``kernel_manager_class``) whose kernels start
-    in ``cwd`` with ``env`` over this process's environment: the runner never changes its
-    own environment or directory, so notebooks can run side by side."""
+    in ``cwd`` with ``env`` over this process's environment, at this process's priority
+    (:func:`_share_priority`): the runner never changes its own environment or directory,
+    so notebooks can run side by side."""
     from jupyter_client.manager import AsyncKernelManager
 
     extra, folder = dict(env), str(cwd)
@@ -491,8 +492,25 @@ def _kernel_manager(env: Mapping[str, str], cwd: Path) -> type:
             kw["env"] = {**(kw.get("env") or os.environ), **extra}
             kw.setdefault("cwd", folder)
             await super().start_kernel(**kw)
+            _share_priority(getattr(self.provisioner, "pid", None))
 
     return QrlibKernelManager
+
+
+def _share_priority(pid: int | None) -> None:
+    """Give the kernel ``pid`` this process's niceness where it would otherwise lose it.
+
+    jupyter_client starts each kernel in a session of its own, and Linux (with
+    ``kernel.sched_autogroup_enabled``) shares the CPU between sessions before it looks at
+    nice values inside one: a kernel of ``nice -n 10 qrlib run`` would take as much CPU as
+    the process it was meant to yield to. Setting the kernel's autogroup to the same
+    niceness restores what ``nice`` asked for; nothing happens at niceness 0, off Linux, or
+    where the kernel has no autogroup file."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else 0
+    if pid is None or nice <= 0:
+        return
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
 def _park_stopped(profile: dict[str, Any], name: str, root: Path, park_at: str | None) -> None:
