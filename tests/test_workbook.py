@@ -417,12 +417,12 @@ SPAN = textwrap.dedent('''\
     ''')
 
 
-def _spans(chain_repo, prof_text, jobs=2):
+def _spans(chain_repo, prof_text, jobs=2, when_idle=False):
     """chain_repo plus 03_alone (reads nothing), run with ``jobs``: (rows, manifest)."""
     (chain_repo / "notebooks" / "src" / "03_alone.py").write_text(SPAN)
     wb.build_notebooks()
     prof = _profile(chain_repo, prof_text)
-    rows = wb.run_profile(prof, root=chain_repo, jobs=jobs)
+    rows = wb.run_profile(prof, root=chain_repo, jobs=jobs, when_idle=when_idle)
     return rows, wb.load_json(chain_repo / "tables" / "chain" / "manifest.json")
 
 
@@ -443,6 +443,22 @@ def test_side_by_side_runs_a_reader_after_what_it_reads_and_records_each_kernel(
     # each notebook's peak is its own kernel's (a Python kernel: tens to hundreds of MB)
     assert all(30 < manifest[n]["peak_rss_mb"] < 2000 for n in ("01_make", "02_use", "03_alone"))
     assert (chain_repo / "runs" / "chain" / "notebooks" / "03_alone.ipynb").exists()
+
+
+def test_side_by_side_starts_another_notebook_only_on_an_idle_core(chain_repo, monkeypatch):
+    """With no core ever idle enough, --jobs 2 runs one notebook at a time: 02 (ready once 01
+    ends, first in profile order) before 03; the first notebook never waits."""
+    from qrlib.workbook import runner
+
+    monkeypatch.setattr(runner, "IDLE_CORES_FOR_ANOTHER", 1e9)
+    monkeypatch.setattr(runner, "IDLE_WINDOW_S", 0.2)
+    rows, manifest = _spans(chain_repo, "name: chain\nnotebooks:\n  03_alone: {pause: 2}\n",
+                            when_idle=True)
+    assert [r["status"] for r in rows] == ["ok"] * 3 and len(manifest) == 3
+    timings = pd.read_csv(chain_repo / "runs" / "chain" / "timings.csv").set_index("notebook")
+    end = {n: pd.Timestamp(t).timestamp() for n, t in timings["finished"].items()}
+    assert list(timings.index) == ["01_make", "02_use", "03_alone"]
+    assert end["03_alone"] - timings.loc["03_alone", "wall_s"] >= end["02_use"] - 1
 
 
 def test_side_by_side_a_failure_lets_the_others_finish_and_starts_nothing_after(chain_repo):

@@ -188,7 +188,8 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 resume: bool = False, stale: bool = False, long: bool = False,
                 allow_dirty: bool = False, park_at: str | None = None,
                 root: Path | None = None, kernel: str = "python3",
-                log_output: bool = False, jobs: int = 1) -> list[dict[str, Any]]:
+                log_output: bool = False, jobs: int = 1,
+                when_idle: bool = True) -> list[dict[str, Any]]:
     """Execute the notebooks in order with papermill, injecting the profile's parameters.
 
     Executed notebooks go to ``runs/<name>/notebooks/`` (named ``INCOMPLETE-NN_name.ipynb``,
@@ -204,10 +205,12 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     running then is stopped and parked, and no later notebook starts.
 
     ``jobs`` > 1 runs up to that many notebooks at once, each only after the notebooks it
-    declares reading (``jupyter: qrlib: reads``) have finished in this run (:func:`_run_side_by_side`;
-    `make test` runs the smoke notebooks so). Each notebook's peak memory is then that of
-    its own kernel, and a read of an artifact a notebook running beside it writes is caught
-    only where that notebook finished first; ``park_at`` needs ``jobs`` 1.
+    declares reading (``jupyter: qrlib: reads``) have finished in this run, and a second or
+    later one only while a core is idle unless ``when_idle`` is False
+    (:func:`_run_side_by_side`; `make test` runs the smoke notebooks so). Each notebook's
+    peak memory is then that of its own kernel, and a read of an artifact a notebook
+    running beside it writes is caught only where that notebook finished first;
+    ``park_at`` needs ``jobs`` 1.
     """
     import papermill as pm  # deferred: heavy (nbclient, jupyter_client), needed only to run
 
@@ -262,7 +265,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                     _print_summary(rows)
                     raise QrlibError(job.error)
         else:
-            failure = _run_side_by_side(run, todo, jobs, rows)
+            failure = _run_side_by_side(run, todo, jobs, rows, when_idle=when_idle)
             rows.sort(key=lambda r: names.index(r["notebook"]))
             if failure:
                 _print_summary(rows)
@@ -272,28 +275,74 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     return rows
 
 
+class _IdleCores:
+    """Idle CPU, in cores, since :meth:`reset` (from ``psutil.cpu_times``; iowait counts as
+    idle): whether another notebook would find a core to itself."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._since, self._at = psutil.cpu_times(), time.monotonic()
+
+    def age(self) -> float:
+        return time.monotonic() - self._at
+
+    def another_fits(self) -> bool:
+        """Whether :data:`IDLE_CORES_FOR_ANOTHER` cores were idle over the window since the
+        last reset, once it is :data:`IDLE_WINDOW_S` long; a window that says no starts
+        again, so the next answer is about the last few seconds."""
+        if self.age() < IDLE_WINDOW_S:
+            return False
+        fits = self.cores() >= IDLE_CORES_FOR_ANOTHER
+        if not fits:
+            self.reset()
+        return fits
+
+    def cores(self) -> float:
+        now = psutil.cpu_times()
+        total = sum(now) - sum(self._since)
+        idle = sum(getattr(now, f) - getattr(self._since, f) for f in ("idle", "iowait")
+                   if hasattr(now, f))
+        return (psutil.cpu_count() or 1) * idle / total if total > 0 else 0.0
+
+
+#: another notebook starts beside running ones only with this many cores idle, measured
+#: over at least IDLE_WINDOW_S since the last start or finish
+IDLE_CORES_FOR_ANOTHER, IDLE_WINDOW_S = 0.75, 3.0
+
+
 def _run_side_by_side(run: "_Run", todo: list[str], jobs: int,
-                      rows: list[dict[str, Any]]) -> str:
+                      rows: list[dict[str, Any]], *, when_idle: bool = True) -> str:
     """Execute ``todo`` with up to ``jobs`` kernels at once, each notebook once the notebooks
-    of ``todo`` it declares reading have finished; the bookkeeping of a finished notebook
-    (:meth:`_Run.finish`) stays in this thread. After a failure no notebook starts and the
-    running ones finish; returns the first failure ("" when none)."""
+    of ``todo`` it declares reading have finished, and (``when_idle``) a second or later
+    one only while the machine has a core idle (:data:`IDLE_CORES_FOR_ANOTHER`): beside a
+    busy process, one notebook at a time, as without ``jobs``. The bookkeeping of a
+    finished notebook (:meth:`_Run.finish`) stays in this thread. After a failure no
+    notebook starts and the running ones finish; returns the first failure ("" when none)."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     jobs_of = {n: run.check(n) for n in todo}  # every refusal before any kernel starts
     ups = {n: [u for u in freshness.declared_reads(n, run.root) if u in jobs_of] for n in todo}
     waiting, done, running, failure = list(todo), set(), {}, ""
+    idle = _IdleCores()
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="qrlib-notebook") as pool:
         while waiting or running:
             ready = [n for n in waiting if set(ups[n]) <= done] if not failure else []
+            held_back = False
             for name in ready[:jobs - len(running)]:
+                if running and when_idle and not idle.another_fits():
+                    held_back = True
+                    break
                 waiting.remove(name)
                 job = run.start(jobs_of[name], beside=True)
                 running[pool.submit(run.execute, job)] = job
+                idle.reset()
             if not running:
                 break  # a failure, or what is left waits on a notebook that failed
             try:
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                finished, _ = wait(running, timeout=IDLE_WINDOW_S if held_back else None,
+                                   return_when=FIRST_COMPLETED)
             except KeyboardInterrupt:  # the kernels answer to this thread only: stop them
                 park.stop_children(grace_s=5.0)
                 raise
@@ -301,6 +350,7 @@ def _run_side_by_side(run: "_Run", todo: list[str], jobs: int,
                 job = running.pop(fut)
                 fut.result()  # run.execute catches the notebook's own failures
                 rows.append(run.finish(job))
+                idle.reset()
                 if job.error:
                     failure = failure or job.error
                 else:
