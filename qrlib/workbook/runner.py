@@ -276,8 +276,9 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
 
 
 class _IdleCores:
-    """Idle CPU, in cores, since :meth:`reset` (from ``psutil.cpu_times``; iowait counts as
-    idle): whether another notebook would find a core to itself."""
+    """Idle CPU, in cores, since :meth:`reset` (from ``psutil.cpu_times``; time waiting on
+    the disk does not count, as processes starting up wait so and then want the core):
+    whether another notebook would find a core to itself."""
 
     def __init__(self) -> None:
         self.reset()
@@ -302,14 +303,13 @@ class _IdleCores:
     def cores(self) -> float:
         now = psutil.cpu_times()
         total = sum(now) - sum(self._since)
-        idle = sum(getattr(now, f) - getattr(self._since, f) for f in ("idle", "iowait")
-                   if hasattr(now, f))
+        idle = now.idle - self._since.idle
         return (psutil.cpu_count() or 1) * idle / total if total > 0 else 0.0
 
 
 #: another notebook starts beside running ones only with this many cores idle, measured
-#: over at least IDLE_WINDOW_S since the last start or finish
-IDLE_CORES_FOR_ANOTHER, IDLE_WINDOW_S = 0.75, 3.0
+#: over at least IDLE_WINDOW_S seconds since the last start or finish
+IDLE_CORES_FOR_ANOTHER, IDLE_WINDOW_S = 0.75, 5.0
 
 
 def _run_side_by_side(run: "_Run", todo: list[str], jobs: int,
