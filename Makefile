@@ -92,9 +92,10 @@ TEST_PARALLEL ?= 1
 test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST := $(BIN)/python -m pytest -q --timeout=3000
 BESIDE_SMOKE :=
-# The smoke notebooks run two at a time (tests/test_notebooks.py) at a lower priority, so the
-# unit tests keep a core and the notebooks take what is left, both cores once the unit tests
-# end (README, "Two busy processes"). SMOKE_NICE=0 gives both processes the same priority.
+# The smoke notebooks run up to two at a time (tests/test_notebooks.py; a second one only on
+# an idle core) at a lower priority, so the unit tests keep a core and the notebooks take
+# what is left, both cores once the unit tests end (README, "Two busy processes": on 2 cores
+# the gain is within run-to-run noise). SMOKE_NICE=0 gives both processes the same priority.
 SMOKE_NICE ?= 10
 test: install
 ifeq ($(TEST_PARALLEL),0)
