@@ -251,6 +251,7 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 rows.append({"notebook": name, "status": "skipped"})
             else:
                 todo.append(name)
+        failure = ""
         if jobs == 1:
             for name in todo:
                 if timer.passed:
@@ -262,15 +263,14 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
                 run.execute(job)
                 rows.append(run.finish(job))
                 if job.error:
-                    _print_summary(rows)
-                    raise QrlibError(job.error)
+                    failure = job.error
+                    break
         else:
             failure = _run_side_by_side(run, todo, jobs, rows, when_idle=when_idle)
-            rows.sort(key=lambda r: names.index(r["notebook"]))
-            if failure:
-                _print_summary(rows)
-                raise QrlibError(failure)
+        rows.sort(key=lambda r: names.index(r["notebook"]))  # profile order, skips included
         _print_summary(rows)
+        if failure:
+            raise QrlibError(failure)
         after_run(profile["name"], rows, root=root)  # timings; cpu: executed notebooks, RESULTS.md
     return rows
 
