@@ -371,12 +371,10 @@ class _Job:
     watch: list[Path] = dataclasses.field(default_factory=list)
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
-    static_fp: str = ""
     parked: Any = None
     out_nb: Path = Path()
     partial_nb: Path = Path()
     started: float = 0.0
-    status: str = "ok"
     error: str = ""
     executed: Any = None
     row: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -428,10 +426,10 @@ class _Run:
         job.watch = [*data_roots(job.params.get("data_dir")), run_dir.resolve(),
                      (root / "params").resolve()]
         job.info = {**publish.commit_info(root), "dirty": bool(job.dirty)}  # the commit it starts at
-        job.static_fp = freshness.fingerprint(job.static)
-        job.parked = park.restore_parked(self.profile, name, root, now=job.static_fp)  # an earlier park
+        static_fp = freshness.fingerprint(job.static)
+        job.parked = park.restore_parked(self.profile, name, root, now=static_fp)  # an earlier park
         park.started_record(run_dir, name, commit=job.info["commit"], dirty=job.info["dirty"],
-                            static=job.static_fp)
+                            static=static_fp)
         print(f"[qrlib] {name}: running with {json.dumps(job.params, default=str)}", flush=True)
         job.env = {"QRLIB_READ_LOG": str(job.log.resolve()),
                    "QRLIB_READ_WATCH": os.pathsep.join(map(str, job.watch)),
@@ -456,16 +454,16 @@ class _Run:
                     progress_bar=False, log_output=self.log_output,
                     kernel_manager_class=_kernel_manager(job.env, profiles.NOTEBOOK_DIR))
             except self.pm.PapermillExecutionError as exc:
-                job.status, job.error = "failed", _failed_cell(exc)
+                job.error = _failed_cell(exc)
             except Exception as exc:  # noqa: BLE001 - kernel died (OOM, os._exit), timeout
                 reason = " ".join(str(exc).split())[:200] or "no message"
-                job.status, job.error = "failed", f"the kernel failed ({type(exc).__name__}: {reason})"
-            if job.status != "ok":  # a failed notebook publishes nothing
+                job.error = f"the kernel failed ({type(exc).__name__}: {reason})"
+            if job.error:  # a failed notebook publishes nothing
                 changed = guard.restore()
                 if changed:
                     print(f"[qrlib] {name}: failed; {changed} published table/figure "
                           f"file(s) put back as they were", flush=True)
-        job.row = {"notebook": name, "status": job.status,
+        job.row = {"notebook": name, "status": "failed" if job.error else "ok",
                    "wall_s": round(time.perf_counter() - start, 1),
                    "peak_rss_mb": round(mem.peak / 2**20),
                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -476,18 +474,17 @@ class _Run:
         copy named."""
         name, root, paths = job.name, self.root, self.paths
         run_dir, row = paths["run_dir"], job.row
-        if job.status == "ok":
+        if not job.error:
             try:
                 reads = classify_reads(name, readlog.read_log(job.log), run_dir, job.watch, root)
             except QrlibError as exc:
-                job.status, job.error = "failed", str(exc)
-                row["status"] = job.status
-        if job.status != "ok" and self.timer.fired:
+                job.error, row["status"] = str(exc), "failed"
+        if job.error and self.timer.fired:
             row["status"], job.error = "parked", ""
             _park_stopped(self.profile, name, root, self.park_at)
             return row
         _append_timing(run_dir / "timings.csv", row)
-        if job.status != "ok":
+        if job.error:
             job.error = f"notebook {name} failed: {job.error} (executed copy: {job.partial_nb})"
             return row
         manifest = freshness.load_manifest(self.profile["name"], root)
