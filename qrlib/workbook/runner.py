@@ -275,6 +275,11 @@ def run_profile(profile_path: str | os.PathLike, *, only: list[str] | None = Non
     return rows
 
 
+#: another notebook starts beside running ones only with this many cores idle, measured
+#: over at least IDLE_WINDOW_S seconds since the last start or finish
+IDLE_CORES_FOR_ANOTHER, IDLE_WINDOW_S = 0.75, 5.0
+
+
 class _IdleCores:
     """Idle CPU, in cores, since :meth:`reset` (from ``psutil.cpu_times``; time waiting on
     the disk does not count, as processes starting up wait so and then want the core):
@@ -305,11 +310,6 @@ class _IdleCores:
         total = sum(now) - sum(self._since)
         idle = now.idle - self._since.idle
         return (psutil.cpu_count() or 1) * idle / total if total > 0 else 0.0
-
-
-#: another notebook starts beside running ones only with this many cores idle, measured
-#: over at least IDLE_WINDOW_S seconds since the last start or finish
-IDLE_CORES_FOR_ANOTHER, IDLE_WINDOW_S = 0.75, 5.0
 
 
 def _run_side_by_side(run: "_Run", todo: list[str], jobs: int,
