@@ -94,6 +94,32 @@ def test_park_packs_finished_runs_whole_and_unfinished_ones_with_their_checkpoin
     assert "records/08_bon.json" in names  # what the notebook wrote besides its trainings
 
 
+def test_park_keeps_the_sft_adapter_a_finished_cold_start_run_began_from(tmp_path):
+    """An SFT cold start (qrlib.rl.coldstart: ``<run>-sft/`` with its adapter and the
+    settings marker written last) has no summary and no checkpoint, yet the notebook's SFT
+    row and a resumed RL run read it: park keeps it whole; one without the marker (cut
+    short) is left out."""
+    run = _stopped_run(tmp_path)
+    sft = [_write(run / "rl" / "a-sft" / "sft" / "adapter" / "adapter_model.safetensors",
+                  "s" * 50, T0 + 300),
+           _write(run / "rl" / "a-sft" / "sft_settings.json", '{"sft_steps": "24"}', T0 + 300),
+           _write(run / "rl" / "c-sft" / "sft" / "adapter" / "adapter_config.json", "{}",
+                  T0 + 1100)]
+    with open(run / "reads" / f"{NB}.log", "a") as f:
+        f.write("".join(f"w\t{p}\n" for p in sft))
+    dest = park.park(PROFILE, ["08"], tmp_path)
+    meta = json.loads((dest / carry.CARRY_FILE).read_text())
+    assert meta["parked"]["runs"]["a-sft"] == {"finished": True, "steps": 24}
+    assert "c-sft" not in meta["parked"]["runs"]
+    names = set()
+    for arc in meta["archives"]:
+        with tarfile.open(dest / arc) as tar:
+            names |= set(tar.getnames())
+    assert {"rl/a-sft/sft/adapter/adapter_model.safetensors",
+            "rl/a-sft/sft_settings.json"} <= names
+    assert not any(n.startswith("rl/c-sft/") for n in names)
+
+
 def test_park_refuses_a_finished_run_a_running_one_and_two_notebooks(tmp_path):
     run = _stopped_run(tmp_path)
     with run_lock(run), pytest.raises(QrlibError, match="in use"):

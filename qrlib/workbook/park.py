@@ -66,11 +66,19 @@ def parked_folder(profile: str, name: str, root: Path) -> Path:
     return root / carry.ARTIFACTS / profile / (name + carry.PARKED)
 
 
+# The marker qrlib.rl.coldstart.sft_adapter writes last beside a finished SFT cold start
+# (``<run>-sft/sft_settings.json``): such a folder has no summary and no checkpoint.
+SFT_MARKER = "sft_settings.json"
+
+
 def _run_state(run: Path) -> dict[str, Any]:
-    """A training run's progress: ``steps`` done (summary) or its newest complete
-    ``checkpoint``; an unfinished run without one has nothing to resume from."""
+    """A training run's progress: ``steps`` done (summary, or the SFT settings of a finished
+    SFT cold start) or its newest complete ``checkpoint``; an unfinished run without one has
+    nothing to resume from."""
     from qrlib.rl.checkpoints import last_checkpoint
 
+    if (run / SFT_MARKER).exists():  # the SFT adapter that a cold-start RL run began from
+        return {"finished": True, "steps": int(load_json(run / SFT_MARKER).get("sft_steps", 0))}
     try:
         return {"finished": True, "steps": int(load_json(run / "summary.json").get("steps", 0))}
     except (OSError, ValueError):
