@@ -70,6 +70,15 @@ def _stopped_run(root: Path) -> Path:
     return run
 
 
+def _archived(dest: Path, meta: dict) -> set[str]:
+    """Every file name in the archives of a packed folder."""
+    names: set[str] = set()
+    for arc in meta["archives"]:
+        with tarfile.open(dest / arc) as tar:
+            names |= set(tar.getnames())
+    return names
+
+
 def test_park_packs_finished_runs_whole_and_unfinished_ones_with_their_checkpoint(tmp_path):
     run = _stopped_run(tmp_path)
     early = _write(run / "rl" / "c" / "log.csv", "step\n", T0 + 1100)  # no checkpoint yet
@@ -84,10 +93,7 @@ def test_park_packs_finished_runs_whole_and_unfinished_ones_with_their_checkpoin
     assert rec["commit"] == "abc1234567" and rec["static_fingerprint"] == "static1"
     assert rec["wall_s"] == 1200.0 and rec["parts"] == 1  # start to the last write
     assert meta["done"] is None
-    names = set()
-    for arc in meta["archives"]:
-        with tarfile.open(dest / arc) as tar:
-            names |= set(tar.getnames())
+    names = _archived(dest, meta)
     assert "rl/b/checkpoint-15/adapter_model.safetensors" in names  # the resume point
     assert not any("checkpoint-45" in n or "checkpoint-30" in n for n in names)
     assert not any(n.startswith("rl/c/") for n in names)  # nothing to resume from
@@ -111,10 +117,7 @@ def test_park_keeps_the_sft_adapter_a_finished_cold_start_run_began_from(tmp_pat
     meta = json.loads((dest / carry.CARRY_FILE).read_text())
     assert meta["parked"]["runs"]["a-sft"] == {"finished": True, "steps": 24}
     assert "c-sft" not in meta["parked"]["runs"]
-    names = set()
-    for arc in meta["archives"]:
-        with tarfile.open(dest / arc) as tar:
-            names |= set(tar.getnames())
+    names = _archived(dest, meta)
     assert {"rl/a-sft/sft/adapter/adapter_model.safetensors",
             "rl/a-sft/sft_settings.json"} <= names
     assert not any(n.startswith("rl/c-sft/") for n in names)

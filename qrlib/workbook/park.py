@@ -67,7 +67,9 @@ def parked_folder(profile: str, name: str, root: Path) -> Path:
 
 
 # The marker qrlib.rl.coldstart.sft_adapter writes last beside a finished SFT cold start
-# (``<run>-sft/sft_settings.json``): such a folder has no summary and no checkpoint.
+# (``<run>-sft/sft_settings.json``): such a folder has no summary and no checkpoint. The
+# name is spelled there too; moving it into a constant there would stale every notebook
+# that imports qrlib.rl.coldstart, so that waits for the next regeneration.
 SFT_MARKER = "sft_settings.json"
 
 
