@@ -176,6 +176,13 @@ def test_a_resumed_run_records_its_run_from_scratch_as_the_sum_of_its_parts():
     assert "cold_wall_s" not in publish.cold_run(entry, None)
 
 
+def test_a_run_in_parts_peaks_at_its_highest_part():
+    assert park.whole_peak(9000, {"peak_rss_mb": 16457}) == 16457
+    assert park.whole_peak(17000, {"peak_rss_mb": 16457}) == 17000
+    assert park.whole_peak(9000, {"wall_s": 1.0}) == 9000  # a park from before the field
+    assert park.whole_peak(None, None) is None
+
+
 def test_the_runner_resumes_a_parked_run_and_records_its_parts(tmp_path, monkeypatch):
     """End to end on a toy notebook: park a stopped run, lose the run folder (a fresh
     clone), run again: the training comes back, the manifest sums the parts, the parked
@@ -192,11 +199,17 @@ def test_the_runner_resumes_a_parked_run_and_records_its_parts(tmp_path, monkeyp
     static = park.static_fingerprint(load_profile(prof), "01_toy", tmp_path)
     save_json({"commit": "abc", "dirty": False, "static_fingerprint": static, "started": T0},
               run / "started" / "01_toy.json")
-    park.park(prof, ["01"], tmp_path)
+    dest = park.park(prof, ["01"], tmp_path)
+    meta = json.loads((dest / carry.CARRY_FILE).read_text())
+    assert "peak_rss_mb" not in meta["parked"]  # parked by hand: no part's peak known
+    meta["parked"]["peak_rss_mb"] = 10**6  # as a --park-at part that peaked that high
+    (dest / carry.CARRY_FILE).write_text(json.dumps(meta))
     shutil.rmtree(run)
-    assert wb.run_profile(prof, root=tmp_path)[0]["status"] == "ok"
+    row = wb.run_profile(prof, root=tmp_path)[0]
+    assert row["status"] == "ok" and 0 < row["peak_rss_mb"] < 10**6
     assert (run / "rl" / "x" / "summary.json").exists()
     entry = load_manifest("toyrun", tmp_path)["01_toy"]
+    assert entry["peak_rss_mb"] == 10**6  # the notebook's peak: its highest part's
     assert entry["parked"]["wall_s"] == 600.0
     assert entry["cold_wall_s"] == pytest.approx(entry["wall_s"] + 600.0, abs=0.11)
     assert entry["cold_parts"] == 2
@@ -299,6 +312,7 @@ def test_run_park_at_stops_the_notebook_parks_its_checkpoint_and_starts_nothing_
                       .read_text())
     assert meta["parked"]["runs"] == {"x": {"finished": False, "checkpoint": "checkpoint-2",
                                             "steps": 2}}
+    assert meta["parked"]["peak_rss_mb"] > 0  # the stopped part's peak travels with the park
     tables = tmp_path / "tables" / "toyrun"
     assert not (tables / "01_half.csv").exists()
     assert (tables / "01_old.csv").read_text() == "published"

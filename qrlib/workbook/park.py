@@ -11,7 +11,8 @@ at, and the wall time it had spent. Commit that folder; the next ``qrlib run`` o
 notebook at the same static fingerprint unpacks it, the trainer reuses the finished runs
 and resumes the unfinished one from its checkpoint, and the manifest records the run from
 scratch as the sum of its parts (``parked`` in the entry, ``cold_wall_s`` = parked wall time
-+ the resuming run's). At other inputs the parked runs are not restored (the notebook then
++ the resuming run's; ``peak_rss_mb`` = the highest part's, where ``--park-at`` recorded the
+stopped parts' peaks). At other inputs the parked runs are not restored (the notebook then
 trains from scratch) and the folder says so until it is removed.
 
 ``qrlib run PROFILE --only NN --park-at HH:MM`` (or ``+MIN``) does the stop and the park in
@@ -126,9 +127,11 @@ def park(profile_path: str | os.PathLike, only: list[str], root: Path) -> Path:
         return park_held(profile, names[0], root)
 
 
-def park_held(profile: dict[str, Any], name: str, root: Path) -> Path:
+def park_held(profile: dict[str, Any], name: str, root: Path,
+              peak_rss_mb: int | None = None) -> Path:
     """:func:`park`'s body, for a caller that holds the run folder's lock already (the
-    runner's ``--park-at``)."""
+    runner's ``--park-at``, which passes the stopped part's ``peak_rss_mb``: the record keeps
+    the highest of all parts, so the resumed run can report the notebook's peak)."""
     run_dir = run_paths(profile["name"], root)["run_dir"].resolve()
     if not (run_dir / "notebooks" / f"INCOMPLETE-{name}.ipynb").exists():
         raise QrlibError(f"{name}: no cut-short run in {run_dir / 'notebooks'} (INCOMPLETE-"
@@ -151,8 +154,19 @@ def park_held(profile: dict[str, Any], name: str, root: Path) -> Path:
               "parts": earlier["parts"] + 1, "runs": states,
               "machines": [*earlier.get("machines", []), publish.machine_info()],
               "parked_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    peak = whole_peak(peak_rss_mb, earlier)
+    if peak is not None:
+        record["peak_rss_mb"] = peak
     return carry.pack(profile["name"], name, root, commit=start["commit"],
                       fingerprint=start["static_fingerprint"], parked=record)
+
+
+def whole_peak(part_peak_mb: int | None, parked: dict[str, Any] | None) -> int | None:
+    """The peak memory of a run split across parts: the highest of this part's and the
+    parked parts' (``parked["peak_rss_mb"]``, absent where ``qrlib park`` parked by hand or
+    a park predates the field); None when neither is known."""
+    peaks = [p for p in (part_peak_mb, (parked or {}).get("peak_rss_mb")) if p is not None]
+    return max(peaks) if peaks else None
 
 
 _CLOCK = re.compile(r"(?:([01]?\d|2[0-3]):([0-5]\d)|\+(\d{1,4}(?:\.\d+)?))")

@@ -481,7 +481,7 @@ class _Run:
                 job.error, row["status"] = str(exc), "failed"
         if job.error and self.timer.fired:
             row["status"], job.error = "parked", ""
-            _park_stopped(self.profile, name, root, self.park_at)
+            _park_stopped(self.profile, name, root, self.park_at, row["peak_rss_mb"])
             return row
         _append_timing(run_dir / "timings.csv", row)
         if job.error:
@@ -507,8 +507,9 @@ class _Run:
                                                     job.info["commit"], root),
                  "ld_preload": job.env.get("LD_PRELOAD", ""),  # timings differ with it
                  "machine": publish.machine_info()}  # and with the CPU
-        if job.parked:
+        if job.parked:  # a resumed run: its peak is the highest of all its parts
             entry["parked"] = job.parked
+            entry["peak_rss_mb"] = park.whole_peak(row["peak_rss_mb"], job.parked)
         entry.update(publish.cold_run(entry, manifest.get(name)))
         freshness.save_manifest_entry(self.profile["name"], name, entry, root)
         save_json({**row, "hash": fp}, run_dir / "done" / f"{name}.json")
@@ -560,11 +561,13 @@ def _share_priority(pid: int | None) -> None:
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
-def _park_stopped(profile: dict[str, Any], name: str, root: Path, park_at: str | None) -> None:
+def _park_stopped(profile: dict[str, Any], name: str, root: Path, park_at: str | None,
+                  peak_rss_mb: int | None = None) -> None:
     """After ``--park-at`` stopped ``name``: park its run (the caller holds the run lock)
-    and print the commit that lands the park; a run with nothing to park says so."""
+    with the stopped part's peak memory, and print the commit that lands the park; a run
+    with nothing to park says so."""
     try:
-        dest = park.park_held(profile, name, root)
+        dest = park.park_held(profile, name, root, peak_rss_mb)
     except QrlibError as exc:
         print(f"[qrlib] {name}: stopped at {park_at}; not parked: {exc}", flush=True)
         return
