@@ -480,8 +480,9 @@ def timing_table(profile: str, *, root: Path | None = None) -> Any:
     save_table(t, "run_timings", root / "tables" / profile, floatfmt=".1f",
                caption=f"Wall time and peak memory (process + kernel; a run resumed from a "
                        f"park: its highest part's, where the park recorded it) of the last "
-                       f"run of each notebook, from tables/{profile}/manifest.json; a run that found a "
-                       f"training already done in runs/ names it under 'reused training', and "
+                       f"run of each notebook, from tables/{profile}/manifest.json; a run that "
+                       f"found a training already done in runs/ names it under 'reused "
+                       f"training', and "
                        f"'cold wall_s' is the last run that trained everything itself with the "
                        f"same parameters (empty when none is on record); 'machine' is the "
                        f"CPU the last run took its time on (empty: not recorded then); "

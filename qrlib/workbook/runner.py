@@ -562,7 +562,7 @@ def _share_priority(pid: int | None) -> None:
 
 
 def _park_stopped(profile: dict[str, Any], name: str, root: Path, park_at: str | None,
-                  peak_rss_mb: int | None = None) -> None:
+                  peak_rss_mb: int) -> None:
     """After ``--park-at`` stopped ``name``: park its run (the caller holds the run lock)
     with the stopped part's peak memory, and print the commit that lands the park; a run
     with nothing to park says so."""
